@@ -1,0 +1,35 @@
+"""Choosing the compute device and the optional reduced-precision autocast."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["AUTOCAST_DTYPES", "parse_autocast", "resolve_device"]
+
+AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {
+    "none": None,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """``"auto"``/``None`` picks CUDA when it is available, else the CPU; anything else is
+    passed to ``torch.device`` and checked to exist."""
+    if device is None or str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    resolved = torch.device(device)
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} requested but CUDA is not available here")
+    return resolved
+
+
+def parse_autocast(name: str | None, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``name`` (none, bf16, fp16); reduced precision is GPU-only."""
+    key = (name or "none").strip().lower()
+    if key not in AUTOCAST_DTYPES:
+        raise ValueError(f"unknown autocast {name!r}; choose one of: {', '.join(AUTOCAST_DTYPES)}")
+    dtype = AUTOCAST_DTYPES[key]
+    if dtype is not None and device.type != "cuda":
+        raise ValueError(f"autocast {key} is only supported on CUDA devices, not {device}")
+    return dtype

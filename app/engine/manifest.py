@@ -1,0 +1,255 @@
+"""Model manifests: one small TOML file per served model, validated into a ``ModelSpec``.
+
+A manifest names the model, its torchvision architecture and where its weights come from::
+
+    name = "resnet50"
+    architecture = "resnet50"
+    weights = "IMAGENET1K_V2"      # a torchvision weights name, "random", or a checkpoint path
+    layer = "layer4"               # optional: the family default otherwise
+    input_size = [224, 224]        # (height, width), or one number for a square
+    num_classes = 1000             # optional
+    labels = "labels.txt"          # optional: a list, or a text / JSON file of labels
+
+Relative paths (``weights``, ``labels``) are resolved against the folder holding the manifest.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
+
+from app.engine.errors import ManifestError
+from app.engine.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
+
+__all__ = ["MANIFEST_SUFFIX", "ModelSpec", "load_manifest", "load_manifests", "read_labels_file"]
+
+MANIFEST_SUFFIX = ".toml"
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+LOADER_FIELDS = frozenset({"source_dir"})
+
+
+class ModelSpec(BaseModel):
+    """One model as its manifest describes it; ``source_dir`` is filled in by the loader."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    architecture: str = Field(min_length=1)
+    weights: str = Field(default="DEFAULT", min_length=1)
+    layer: str | None = None
+    input_size: tuple[int, int] = (224, 224)
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+    num_classes: int | None = Field(default=None, ge=1)
+    labels: list[str] | str | None = None
+    description: str = ""
+    source_dir: Path | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _url_safe_name(cls, value: str) -> str:
+        if not NAME_PATTERN.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not URL-safe: use letters, digits, '-', '_' and '.', "
+                "starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("architecture", mode="before")
+    @classmethod
+    def _normalise_architecture(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("weights", "layer", mode="before")
+    @classmethod
+    def _strip(cls, value: object) -> object:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("layer")
+    @classmethod
+    def _layer_not_empty(cls, value: str | None) -> str | None:
+        if value == "":
+            raise ValueError("must name a module (e.g. 'layer4'), or be left out for the default")
+        return value
+
+    @field_validator("input_size", mode="before")
+    @classmethod
+    def _square_from_int(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return (value, value)
+        return value
+
+    @field_validator("input_size")
+    @classmethod
+    def _positive_size(cls, value: tuple[int, int]) -> tuple[int, int]:
+        if min(value) < 1:
+            raise ValueError(f"must be positive (height, width), got {list(value)}")
+        return value
+
+    @field_validator("std")
+    @classmethod
+    def _positive_std(cls, value: tuple[float, float, float]) -> tuple[float, float, float]:
+        if min(value) <= 0:
+            raise ValueError(f"every value must be > 0, got {list(value)}")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _usable_labels(cls, value: list[str] | str | None) -> list[str] | str | None:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must be a list of labels or the path of a labels file")
+        if isinstance(value, list):
+            _check_label_list(value)
+        return value
+
+    @model_validator(mode="after")
+    def _labels_match_classes(self) -> ModelSpec:
+        if isinstance(self.labels, list) and self.num_classes is not None:
+            _check_label_count(len(self.labels), self.num_classes)
+        return self
+
+    def resolve_path(self, value: str | Path) -> Path:
+        """``value`` with ``~`` expanded and, when relative, joined to the manifest's folder."""
+        path = Path(value).expanduser()
+        if path.is_absolute() or self.source_dir is None:
+            return path
+        return self.source_dir / path
+
+    def load_labels(self) -> list[str] | None:
+        """The labels given in the manifest, read from their file where a path was given."""
+        if self.labels is None or isinstance(self.labels, list):
+            return self.labels
+        try:
+            labels = read_labels_file(self.resolve_path(self.labels))
+            if self.num_classes is not None:
+                _check_label_count(len(labels), self.num_classes)
+        except ValueError as error:
+            raise ManifestError(f"labels: {error}") from None
+        return labels
+
+    def preprocessing(self) -> Preprocessing:
+        """The input size and normalisation this model expects."""
+        return Preprocessing(input_size=self.input_size, mean=self.mean, std=self.std)
+
+
+def _check_label_list(labels: list[str]) -> None:
+    if not labels:
+        raise ValueError("must not be empty")
+    blank = [index for index, label in enumerate(labels) if not label.strip()]
+    if blank:
+        raise ValueError(f"labels must not be blank (entry {blank[0]} is)")
+
+
+def _check_label_count(count: int, num_classes: int) -> None:
+    if count != num_classes:
+        raise ValueError(
+            f"labels has {count} entries but num_classes is {num_classes}; give one label per class"
+        )
+
+
+def read_labels_file(path: Path) -> list[str]:
+    """Labels from a file: a JSON list of strings, or one label per line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot read labels file {path}: {error}") from error
+    labels = _json_labels(text, path) if text.lstrip().startswith("[") else _line_labels(text)
+    try:
+        _check_label_list(labels)
+    except ValueError as error:
+        raise ValueError(f"labels file {path}: {error}") from error
+    return labels
+
+
+def _json_labels(text: str, path: Path) -> list[str]:
+    try:
+        labels = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"labels file {path} is not valid JSON: {error}") from error
+    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+        raise ValueError(f"labels file {path} must hold a JSON list of strings")
+    return labels
+
+
+def _line_labels(text: str) -> list[str]:
+    return [line.strip() for line in text.rstrip().splitlines()]
+
+
+# ---------------------------------------------------------------------------- loading files
+
+
+def load_manifest(path: Path) -> ModelSpec:
+    """Read and validate one manifest; any problem is a ``ManifestError`` naming the file."""
+    data = _read_toml(path)
+    loader_fields = sorted(LOADER_FIELDS & data.keys())
+    if loader_fields:
+        raise ManifestError(f"{path}: field {loader_fields[0]!r} is set by camserve, remove it")
+    try:
+        spec = ModelSpec.model_validate({**data, "source_dir": path.parent.resolve()})
+        spec.load_labels()
+    except ValidationError as error:
+        raise ManifestError(f"{path}: {_describe_validation(error)}") from None
+    except ManifestError as error:
+        raise ManifestError(f"{path}: {error}") from None
+    return spec
+
+
+def load_manifests(directory: Path) -> list[ModelSpec]:
+    """Every ``*.toml`` manifest in ``directory``, sorted by model name; names must be unique."""
+    if not directory.is_dir():
+        raise ManifestError(f"model directory {directory} does not exist or is not a folder")
+    files: dict[str, Path] = {}
+    specs: list[ModelSpec] = []
+    for path in sorted(directory.glob(f"*{MANIFEST_SUFFIX}")):
+        spec = load_manifest(path)
+        if spec.name in files:
+            raise ManifestError(
+                f"model name {spec.name!r} is used by both {files[spec.name]} and {path}; "
+                "names must be unique"
+            )
+        files[spec.name] = path
+        specs.append(spec)
+    return sorted(specs, key=lambda spec: spec.name)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as file:
+            return tomllib.load(file)
+    except tomllib.TOMLDecodeError as error:
+        raise ManifestError(f"{path}: invalid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise ManifestError(f"{path}: not UTF-8 text: {error}") from None
+    except OSError as error:
+        raise ManifestError(f"{path}: cannot read manifest: {error.strerror or error}") from None
+
+
+def _describe_validation(error: ValidationError) -> str:
+    return "; ".join(_describe_issue(issue) for issue in error.errors(include_url=False))
+
+
+def _describe_issue(issue: ErrorDetails) -> str:
+    location = ".".join(str(part) for part in issue["loc"])
+    if issue["type"] == "extra_forbidden":
+        return f"unknown field {location!r}{_suggestion(str(issue['loc'][0]))}"
+    if issue["type"] == "missing" and len(issue["loc"]) > 1:
+        return f"field {issue['loc'][0]!r}: too few values (item {issue['loc'][-1]} is missing)"
+    if issue["type"] == "missing":
+        return f"missing required field {location!r}"
+    message = issue["msg"].removeprefix("Value error, ")
+    return f"field {location!r}: {message}" if location else message
+
+
+def _suggestion(field: str) -> str:
+    known = [name for name in ModelSpec.model_fields if name not in LOADER_FIELDS]
+    close = difflib.get_close_matches(field, known, n=1)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f" (known fields: {', '.join(known)})"

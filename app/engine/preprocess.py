@@ -1,0 +1,61 @@
+"""Model input from decoded images: resize the whole image (no crop), scale, normalise.
+
+Resizing the whole frame keeps every original pixel in view, so the heatmap, upsampled back to
+the original size with the same half-pixel convention, lines up with the image pixel for pixel.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import Tensor
+
+__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "Preprocessing", "group_by_size"]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def group_by_size(images: Sequence[Tensor]) -> dict[tuple[int, int], list[int]]:
+    """Indices of ``images`` (each (3, H, W) uint8) grouped by their (H, W)."""
+    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for index, image in enumerate(images):
+        if image.dim() != 3 or image.shape[0] != 3 or image.dtype != torch.uint8:
+            raise ValueError(
+                f"images must be (3, H, W) uint8 tensors, got {tuple(image.shape)} {image.dtype}"
+            )
+        groups[(int(image.shape[1]), int(image.shape[2]))].append(index)
+    return groups
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """How a model wants its input: size (height, width) and per-channel mean and std."""
+
+    input_size: tuple[int, int] = (224, 224)
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+
+    def __post_init__(self) -> None:
+        if len(self.input_size) != 2 or min(self.input_size) < 1:
+            raise ValueError(f"input_size must be (height, width) > 0, got {self.input_size}")
+        if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
+            raise ValueError("mean and std need three values each, std > 0")
+
+    def __call__(self, images: Sequence[Tensor], device: torch.device) -> Tensor:
+        """(B, 3, h, w) float32 model input on ``device`` from (3, H, W) uint8 images."""
+        if not images:
+            raise ValueError("no images to preprocess")
+        batch = torch.empty((len(images), 3, *self.input_size), device=device)
+        for indices in group_by_size(images).values():
+            group = torch.stack([images[i] for i in indices]).to(device).float().div_(255)
+            batch[indices] = F.interpolate(
+                group, size=self.input_size, mode="bilinear", align_corners=False, antialias=True
+            )
+        mean = torch.tensor(self.mean, device=device).view(1, 3, 1, 1)
+        std = torch.tensor(self.std, device=device).view(1, 3, 1, 1)
+        return batch.sub_(mean).div_(std)

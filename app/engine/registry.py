@@ -1,0 +1,212 @@
+"""The torchvision CNN families camserve explains, their default target layers, and loading.
+
+``load_model`` turns a validated ``ModelSpec`` into a ready ``LoadedModel``: the module built
+from torchvision with the right number of classes, its weights applied, its labels and target
+layer resolved. Everything a manifest can get wrong fails here, at load time, not on the first
+request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+
+import torch
+import torchvision
+from torch import nn
+
+from app.engine.errors import (
+    CamserveError,
+    ManifestError,
+    UnknownArchitectureError,
+    UnknownLayerError,
+)
+from app.engine.layers import find_candidate_layers, resolve_layer
+from app.engine.manifest import ModelSpec
+from app.engine.preprocess import Preprocessing
+from app.engine.weights import WeightsSource, apply_state_dict, resolve_weights
+
+__all__ = [
+    "DEFAULT_NUM_CLASSES",
+    "LoadedModel",
+    "build_model",
+    "default_layer",
+    "load_model",
+    "require_supported",
+    "supported_architectures",
+]
+
+DEFAULT_NUM_CLASSES = 1000
+
+LayerRule = Callable[[nn.Module], str]
+
+
+def _fixed(name: str) -> LayerRule:
+    def rule(_module: nn.Module) -> str:
+        return name
+
+    return rule
+
+
+def _last_feature_relu(module: nn.Module) -> str:
+    """The rectified output of the last convolution: the last ReLU inside ``features``."""
+    features = getattr(module, "features", None)
+    if isinstance(features, nn.Module):
+        relus = [name for name, child in features.named_modules() if isinstance(child, nn.ReLU)]
+        if relus:
+            return f"features.{relus[-1]}"
+    raise UnknownLayerError(f"{type(module).__name__} has no ReLU in 'features' to target")
+
+
+FAMILIES: tuple[tuple[tuple[str, ...], LayerRule], ...] = (
+    (("resnet", "resnext", "wide_resnet"), _fixed("layer4")),
+    (("vgg", "alexnet"), _last_feature_relu),
+    (("densenet", "mobilenet_v2", "mobilenet_v3", "efficientnet"), _fixed("features")),
+    (("convnext", "squeezenet"), _fixed("features")),
+    (("regnet",), _fixed("trunk_output")),
+    (("mnasnet",), _fixed("layers")),
+    (("shufflenet_v2",), _fixed("conv5")),
+)
+"""Architecture name prefixes of each supported family, with its default-layer rule."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model ready for ``CamEngine``: module, target layer, labels and preprocessing."""
+
+    name: str
+    architecture: str
+    module: nn.Module
+    layer: str
+    labels: list[str]
+    preprocessing: Preprocessing
+    weights: str
+    """Where the weights came from, for people (e.g. ``torchvision resnet50 IMAGENET1K_V2``)."""
+
+
+# ---------------------------------------------------------------------------- architectures
+
+
+@cache
+def _supported() -> tuple[str, ...]:
+    names = torchvision.models.list_models(module=torchvision.models)
+    return tuple(sorted(name for name in names if _rule_for(name) is not None))
+
+
+def supported_architectures() -> list[str]:
+    """Every torchvision classifier camserve can explain, sorted."""
+    return list(_supported())
+
+
+def _rule_for(architecture: str) -> LayerRule | None:
+    for prefixes, rule in FAMILIES:
+        if architecture.startswith(prefixes):
+            return rule
+    return None
+
+
+def require_supported(architecture: str) -> None:
+    """Raise ``UnknownArchitectureError`` listing the options unless ``architecture`` is one."""
+    if architecture not in _supported():
+        raise UnknownArchitectureError(
+            f"unsupported architecture {architecture!r}; supported: "
+            f"{', '.join(_supported())} (transformers and models with auxiliary heads, "
+            "such as vit, swin, googlenet and inception_v3, are not)"
+        )
+
+
+def default_layer(architecture: str, module: nn.Module) -> str:
+    """The family's default Grad-CAM target layer of ``module``, built as ``architecture``."""
+    require_supported(architecture)
+    rule = _rule_for(architecture)
+    if rule is None:  # pragma: no cover - require_supported only admits names with a rule
+        raise UnknownArchitectureError(f"no default layer for {architecture!r}")
+    return rule(module)
+
+
+def build_model(architecture: str, num_classes: int) -> nn.Module:
+    """A randomly initialised ``architecture`` with ``num_classes`` outputs."""
+    require_supported(architecture)
+    if num_classes < 1:
+        raise ValueError(f"num_classes must be at least 1, got {num_classes}")
+    module = torchvision.models.get_model(architecture, weights=None, num_classes=num_classes)
+    if not isinstance(module, nn.Module):  # pragma: no cover - torchvision builds modules
+        raise TypeError(f"torchvision built a {type(module).__name__} for {architecture}")
+    return module
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def load_model(spec: ModelSpec) -> LoadedModel:
+    """Build the model a manifest describes, with its weights, labels and target layer."""
+    with _naming_model(spec.name):
+        require_supported(spec.architecture)
+        source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
+        given_labels = spec.load_labels()
+        num_classes = _num_classes(spec, given_labels, source)
+        module = build_model(spec.architecture, num_classes)
+        state = source.load_state()
+        if state is not None:
+            apply_state_dict(module, state, source.description)
+        module.eval()
+        return LoadedModel(
+            name=spec.name,
+            architecture=spec.architecture,
+            module=module,
+            layer=_target_layer(spec, module),
+            labels=_labels(given_labels, source, num_classes),
+            preprocessing=spec.preprocessing(),
+            weights=source.description,
+        )
+
+
+@contextmanager
+def _naming_model(name: str) -> Iterator[None]:
+    """Prefix the model's name to camserve errors raised inside, keeping their type."""
+    try:
+        yield
+    except CamserveError as error:
+        raise type(error)(f"model {name!r}: {error}") from error
+
+
+def _num_classes(spec: ModelSpec, labels: list[str] | None, source: WeightsSource) -> int:
+    categories = source.categories
+    if spec.num_classes is not None:
+        count = spec.num_classes
+    elif labels is not None:
+        count = len(labels)
+    else:
+        count = len(categories) if categories else DEFAULT_NUM_CLASSES
+    if categories and count != len(categories):
+        raise ManifestError(
+            f"{source.description} has {len(categories)} classes but the manifest asks for "
+            f"{count}; for a retrained head, point 'weights' at its checkpoint file"
+        )
+    return count
+
+
+def _labels(given: list[str] | None, source: WeightsSource, num_classes: int) -> list[str]:
+    if given is not None:
+        return list(given)
+    if source.categories is not None:
+        return source.categories
+    return [f"class_{index}" for index in range(num_classes)]
+
+
+def _target_layer(spec: ModelSpec, module: nn.Module) -> str:
+    layer = spec.layer or default_layer(spec.architecture, module)
+    if layer not in dict(module.named_modules()):
+        resolve_layer(module, layer, _candidates(module, spec.preprocessing()))
+    return layer
+
+
+def _candidates(module: nn.Module, preprocessing: Preprocessing) -> list[str] | None:
+    """The layers worth suggesting, or ``None`` (every shallow name) if the probe fails."""
+    probe = torch.zeros((1, 3, *preprocessing.input_size))
+    try:
+        return find_candidate_layers(module, probe)
+    except RuntimeError:
+        return None

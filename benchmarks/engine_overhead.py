@@ -1,0 +1,142 @@
+"""Cost of an explanation relative to a plain forward pass, against pytorch-grad-cam.
+
+In one run, on the same inputs, prints seconds per image for:
+
+* forward-only inference (``torch.inference_mode``), the floor;
+* camserve's Grad-CAM: the maps plus rendering (upsampling, colormap, blend) of uint8 overlays;
+* pytorch-grad-cam's ``GradCAM`` (full-resolution maps, no overlay);
+* camserve's top-5 Grad-CAM (five maps per image from one forward pass).
+
+Usage::
+
+    python benchmarks/engine_overhead.py                        # resnet50 + vgg16, batch 1 and 8
+    python benchmarks/engine_overhead.py --device cuda --batch-sizes 64 --autocast bf16
+
+Weights are random: the cost of a pass does not depend on their values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from pytorch_grad_cam import GradCAM
+from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
+from torch import nn
+from torchvision.models import get_model
+
+from app.engine.devices import parse_autocast, resolve_device
+from app.engine.engine import CamEngine
+from app.engine.registry import default_layer
+
+
+def seconds_per_call(run: Callable[[], object], device: torch.device, repeats: int) -> float:
+    """Median wall time of ``run`` after one warm-up call."""
+    run()
+    timings = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        run()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        timings.append(time.perf_counter() - start)
+    return statistics.median(timings)
+
+
+def measure(
+    architecture: str, batch_size: int, device: torch.device, autocast: str, repeats: int
+) -> dict[str, float]:
+    model = get_model(architecture, weights=None).eval()
+    layer = default_layer(architecture, model)
+    dtype = parse_autocast(autocast, device)
+    engine = CamEngine(copy.deepcopy(model), layer, device=device, autocast=dtype)
+    images = [
+        torch.randint(0, 256, (3, 224, 224), dtype=torch.uint8, device=device)
+        for _ in range(batch_size)
+    ]
+    inputs = engine.preprocessing(images, device)
+    forward_model = engine.model
+
+    def forward_only() -> object:
+        with torch.inference_mode(), _autocast(device, dtype):
+            return forward_model(inputs)
+
+    timings = {
+        "forward": seconds_per_call(forward_only, device, repeats),
+        "camserve": seconds_per_call(lambda: engine.explain(images, "gradcam"), device, repeats),
+        "camserve_top5": seconds_per_call(
+            lambda: engine.explain(images, "gradcam", top_k=5), device, repeats
+        ),
+    }
+    if dtype is None:
+        timings["pytorch_grad_cam"] = _time_reference(model, layer, inputs, device, repeats)
+    return {name: value / batch_size for name, value in timings.items()}
+
+
+def _time_reference(
+    model: nn.Module, layer: str, inputs: torch.Tensor, device: torch.device, repeats: int
+) -> float:
+    """pytorch-grad-cam on its own copy of the model (it needs trainable parameters), explaining
+    the same top-1 classes that camserve picks."""
+    reference = copy.deepcopy(model).to(device)
+    with torch.no_grad():
+        targets = [ClassifierOutputTarget(t) for t in reference(inputs).argmax(dim=1).tolist()]
+    with GradCAM(model=reference, target_layers=[reference.get_submodule(layer)]) as cam:
+        return seconds_per_call(lambda: cam(input_tensor=inputs, targets=targets), device, repeats)
+
+
+def _autocast(device: torch.device, dtype: torch.dtype | None) -> object:
+    if dtype is None:
+        return torch.autocast(device.type, enabled=False)
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=["resnet50", "vgg16"])
+    parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 8])
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--autocast", default="none", help="none, bf16 or fp16 (CUDA only)")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    device = resolve_device(args.device)
+    torch.manual_seed(0)
+
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} "
+        f"threads, torch {torch.__version__}, device {device}"
+        + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+        + f", autocast {args.autocast}"
+    )
+    print()
+    print(
+        "| model | batch | forward s/img | camserve Grad-CAM s/img (× fwd) "
+        "| pytorch-grad-cam s/img (× fwd) | camserve top-5 s/img (× fwd) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for architecture in args.models:
+        for batch_size in args.batch_sizes:
+            t = measure(architecture, batch_size, device, args.autocast, args.repeats)
+            base = t["forward"]
+            reference = t.get("pytorch_grad_cam")
+            reference_cell = (
+                f"{reference:.4f} ({reference / base:.2f}×)" if reference is not None else "n/a"
+            )
+            print(
+                f"| {architecture} | {batch_size} | {base:.4f} "
+                f"| {t['camserve']:.4f} ({t['camserve'] / base:.2f}×) "
+                f"| {reference_cell} "
+                f"| {t['camserve_top5']:.4f} ({t['camserve_top5'] / base:.2f}×) |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

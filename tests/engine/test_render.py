@@ -1,0 +1,100 @@
+"""Rendering: normalisation, geometry against OpenCV, colormaps and blending."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from torch.testing import assert_close
+
+from app.engine.colormaps import COLORMAPS, colormap_table
+from app.engine.errors import ExplanationError
+from app.engine.render import normalize_maps, render, upsample_maps
+
+
+def test_normalize_spans_zero_to_one_per_map() -> None:
+    maps = torch.tensor([[[[1.0, 3.0], [5.0, 9.0]], [[-2.0, 0.0], [2.0, 2.0]]]])
+    expected = torch.tensor([[[[0.0, 0.25], [0.5, 1.0]], [[0.0, 0.5], [1.0, 1.0]]]])
+    assert_close(normalize_maps(maps), expected)
+
+
+@pytest.mark.parametrize("value", [0.0, 3.5, -7.0, 1e-30])
+def test_flat_maps_normalize_to_zeros(value: float) -> None:
+    flat = torch.full((1, 1, 4, 5), value)
+    assert torch.equal(normalize_maps(flat), torch.zeros_like(flat))
+
+
+def test_rounding_noise_counts_as_flat_and_nan_never_appears() -> None:
+    noisy = torch.full((1, 1, 3, 3), 5.0)
+    noisy[0, 0, 1, 1] = 5.0 + 4e-7  # a float32 ulp-level wobble
+    assert torch.equal(normalize_maps(noisy), torch.zeros_like(noisy))
+    broken = torch.tensor([[[[float("nan"), 1.0], [0.0, float("inf")]]]])
+    assert not torch.isnan(normalize_maps(broken)).any()
+
+
+def test_upsampling_matches_opencv_inter_linear_on_a_non_square_image() -> None:
+    layer_map = torch.rand(7, 5)
+    layer_map[2, 3] = 1.0
+    layer_map[6, 0] = 0.0
+    ours = upsample_maps(layer_map[None, None], (91, 53))[0, 0]
+    theirs = cv2.resize(layer_map.numpy(), (53, 91), interpolation=cv2.INTER_LINEAR)
+    theirs = (theirs - theirs.min()) / (theirs.max() - theirs.min())
+    assert float((ours - torch.from_numpy(theirs)).abs().max()) <= 1e-5
+
+
+def test_a_hot_layer_cell_lands_on_the_matching_image_region() -> None:
+    layer_map = torch.zeros(1, 1, 4, 4)
+    layer_map[0, 0, 1, 2] = 1.0  # row 1, column 2 of a 4×4 grid
+    image = torch.zeros(3, 80, 120, dtype=torch.uint8)
+    rendered = render(layer_map, [image], alpha=1.0, colormap="gray")[0]
+    hottest = divmod(int(rendered.heatmaps[0].argmax()), 120)
+    # the cell's 20×30 pixel block
+    assert 20 <= hottest[0] < 40
+    assert 60 <= hottest[1] < 90
+
+
+@pytest.mark.parametrize("name", [c for c in COLORMAPS if c != "gray"])
+def test_colormaps_are_opencvs_tables_in_rgb(name: str) -> None:
+    table = colormap_table(name, torch.device("cpu")).numpy()
+    code = getattr(cv2, f"COLORMAP_{name.upper()}")
+    bgr = cv2.applyColorMap(np.arange(256, dtype=np.uint8)[:, None], code)[:, 0]
+    assert np.array_equal(table, bgr[:, ::-1])
+
+
+def test_jet_runs_from_blue_to_red_and_gray_is_the_identity() -> None:
+    jet = colormap_table("jet", torch.device("cpu"))
+    blue, red = jet[0].tolist(), jet[255].tolist()
+    assert blue[2] > 100
+    assert blue[0] == 0
+    assert red[0] > 100
+    assert red[2] == 0
+    gray = colormap_table("gray", torch.device("cpu"))
+    assert torch.equal(gray[:, 0], torch.arange(256, dtype=torch.uint8))
+
+
+def test_blend_mixes_the_original_and_the_colors(device: torch.device) -> None:
+    layer_map = torch.tensor([[[[0.0, 1.0]]]], device=device)
+    image = torch.full((3, 1, 2), 100, dtype=torch.uint8, device=device)
+    table = colormap_table("gray", device)
+    for alpha, hot in ((0.0, 100), (1.0, 255), (0.5, 178), (0.25, 139)):
+        overlay = render(layer_map, [image], alpha=alpha, colormap="gray")[0].overlays[0]
+        expected_cold = round((1 - alpha) * 100 + alpha * int(table[0, 0]))
+        assert overlay[0, 0].tolist() == [expected_cold] * 3
+        assert overlay[0, 1].tolist() == [hot] * 3
+
+
+def test_heatmaps_are_the_quantised_maps() -> None:
+    rendered = render(torch.rand(2, 3, 5, 5), [torch.zeros(3, 9, 11, dtype=torch.uint8)] * 2)
+    for image in rendered:
+        assert image.heatmaps.dtype == torch.uint8
+        assert torch.equal(image.heatmaps, (image.maps * 255).round().to(torch.uint8))
+        assert image.overlays.shape == (3, 9, 11, 3)
+
+
+def test_bad_alpha_and_colormap_are_refused() -> None:
+    image = [torch.zeros(3, 4, 4, dtype=torch.uint8)]
+    with pytest.raises(ExplanationError, match="alpha"):
+        render(torch.rand(1, 1, 2, 2), image, alpha=1.5)
+    with pytest.raises(ExplanationError, match="jet, turbo"):
+        render(torch.rand(1, 1, 2, 2), image, colormap="rainbow")
