@@ -58,12 +58,13 @@ def validate_alpha(alpha: float) -> float:
 def normalize_maps(maps: Tensor) -> Tensor:
     """Min-max normalise each map over its last two dimensions; flat maps become zeros."""
     values = torch.nan_to_num(maps.float(), nan=0.0, posinf=0.0, neginf=0.0).flatten(-2)
-    low = values.amin(dim=-1, keepdim=True)
-    high = values.amax(dim=-1, keepdim=True)
+    low, high = torch.aminmax(values, dim=-1, keepdim=True)
     span = high - low
     flat = span <= FLAT_TOLERANCE * torch.maximum(high.abs(), low.abs())
-    scaled = (values - low) / torch.where(flat, torch.ones_like(span), span)
-    return torch.where(flat, torch.zeros_like(scaled), scaled).reshape(maps.shape)
+    # Dividing (not multiplying by a reciprocal) makes each maximum exactly 1; flat maps are
+    # divided by infinity, which gives exact zeros.
+    divisor = torch.where(flat, torch.full_like(span, float("inf")), span)
+    return values.sub_(low).div_(divisor).reshape(maps.shape)
 
 
 def render(
@@ -101,9 +102,12 @@ def _render_group(
 ) -> list[RenderedImage]:
     full = upsample_maps(maps, size)
     heatmaps = (full * 255).round_().to(torch.uint8)
-    colors = table[heatmaps.long()].float()
-    base = originals.permute(0, 2, 3, 1).unsqueeze(1).float()
-    overlays = torch.lerp(base, colors, alpha).round_().clamp_(0, 255).to(torch.uint8)
+    # Blend in the table's domain: alpha·colour is looked up, (1 − alpha)·original added.
+    weighted_colors = table.float().mul_(alpha)
+    overlays = weighted_colors.index_select(0, heatmaps.flatten().int())
+    overlays = overlays.view(*heatmaps.shape, 3)
+    overlays.add_(originals.permute(0, 2, 3, 1).unsqueeze(1).float().mul_(1 - alpha))
+    overlays = overlays.round_().to(torch.uint8)
     return [
         RenderedImage(maps=full[i], heatmaps=heatmaps[i], overlays=overlays[i])
         for i in range(full.shape[0])
