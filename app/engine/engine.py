@@ -32,6 +32,7 @@ from app.engine.methods import CamMethod, Output, Signal, get_method, weighted_s
 from app.engine.preprocess import Preprocessing
 from app.engine.registry import LoadedModel, load_model
 from app.engine.render import DEFAULT_ALPHA, RenderedImage, normalize_maps, render
+from app.engine.targets import class_index
 
 __all__ = ["CamEngine", "CamMaps", "Explanation", "ImageInput", "TargetSpec", "Targets"]
 
@@ -89,6 +90,7 @@ class _CapturedPass:
     """What one hooked pass produced, detached from the graph."""
 
     batch: Tensor
+    layer: str
     activations: Tensor
     """(B, 1, C, h, w) float32."""
     logits: Tensor
@@ -199,9 +201,9 @@ class CamEngine:
     ) -> CamMaps:
         """Maps for a preprocessed batch ``inputs`` (B, 3, h, w).
 
-        ``targets`` gives one class per image (index or label; ``None`` for its top prediction),
-        or a (B,) / (B, K) tensor of indices. Without targets, the ``top_k`` predicted classes of
-        each image are explained, from the same forward pass.
+        ``targets`` gives each image's class (index or label) or classes, or ``None`` for its
+        ``top_k`` predictions; or a (B,) / (B, K) tensor of indices. Without targets, the
+        ``top_k`` predicted classes of every image are explained, from the same forward pass.
         """
         spec = get_method(method)
         layer_name = layer or self.layer
@@ -245,6 +247,7 @@ class CamEngine:
                 )
             return _CapturedPass(
                 batch=batch,
+                layer=layer_name,
                 activations=activation.detach().float().unsqueeze(1),
                 logits=logits.detach().float(),
                 targets=chosen,
@@ -285,17 +288,16 @@ class CamEngine:
 
     def _choose_targets(self, logits: Tensor, targets: Targets, top_k: int) -> Tensor:
         batch_size, num_classes = logits.shape
+        if not 1 <= top_k <= num_classes:
+            raise InvalidTargetError(f"top_k must be between 1 and {num_classes}, got {top_k}")
+        ranked = logits.detach().topk(top_k, dim=1).indices
         if targets is None:
-            if not 1 <= top_k <= num_classes:
-                raise InvalidTargetError(f"top_k must be between 1 and {num_classes}, got {top_k}")
-            return logits.detach().topk(top_k, dim=1).indices
-        if top_k != 1:
-            raise InvalidTargetError("give either explicit targets or top_k, not both")
+            return ranked
         if isinstance(targets, Tensor):
             chosen = targets.to(self.device, torch.long)
             chosen = chosen.unsqueeze(1) if chosen.dim() == 1 else chosen
         else:
-            chosen = self._targets_from_specs(logits, targets)
+            chosen = self._targets_from_specs(ranked, targets)
         if chosen.dim() != 2 or chosen.shape[0] != batch_size or chosen.shape[1] < 1:
             raise InvalidTargetError(
                 f"expected one or more targets for each of the {batch_size} images, "
@@ -309,21 +311,25 @@ class CamEngine:
         return chosen
 
     def _targets_from_specs(
-        self, logits: Tensor, specs: Sequence[TargetSpec | Sequence[int | str]]
+        self, ranked: Tensor, specs: Sequence[TargetSpec | Sequence[int | str]]
     ) -> Tensor:
-        if len(specs) != logits.shape[0]:
-            raise InvalidTargetError(f"got {len(specs)} targets for {logits.shape[0]} images")
-        top1 = logits.detach().argmax(dim=1).tolist()
+        """Rows of class indices: ``None`` takes the image's ``top_k`` predictions (``ranked``);
+        explicit targets must give that many classes too."""
+        if len(specs) != ranked.shape[0]:
+            raise InvalidTargetError(f"got {len(specs)} targets for {ranked.shape[0]} images")
         rows: list[list[int]] = []
         for image_index, spec in enumerate(specs):
             if spec is None:
-                rows.append([top1[image_index]])
+                rows.append(ranked[image_index].tolist())
             elif isinstance(spec, (int, str)):
                 rows.append([self.class_index(spec)])
             else:
                 rows.append([self.class_index(item) for item in spec])
         if len({len(row) for row in rows}) != 1:
-            raise InvalidTargetError("every image needs the same number of targets")
+            raise InvalidTargetError(
+                "every image needs the same number of targets (top_k of them when some "
+                "images take their top predictions)"
+            )
         return torch.tensor(rows, dtype=torch.long, device=self.device)
 
     def label_of(self, index: int) -> str:
@@ -334,20 +340,7 @@ class CamEngine:
 
     def class_index(self, target: int | str) -> int:
         """The class index for an index or a label (exact, then case-insensitive)."""
-        if isinstance(target, bool):
-            raise InvalidTargetError(f"target must be a class index or label, got {target!r}")
-        if isinstance(target, int):
-            return target
-        text = target.strip()
-        if self.labels is not None:
-            if text in self.labels:
-                return self.labels.index(text)
-            folded = [label.casefold() for label in self.labels]
-            if text.casefold() in folded:
-                return folded.index(text.casefold())
-        if text.lstrip("-").isdigit():
-            return int(text)
-        raise InvalidTargetError(f"unknown class label {target!r}")
+        return class_index(self.labels, target)
 
     def _gradients(
         self, logits: Tensor, activation: Tensor, chosen: Tensor, record: LayerCapture
@@ -369,7 +362,7 @@ class CamEngine:
         activations = captured.activations
         signal: Tensor | None
         if spec.signal is Signal.CLASSIFIER_WEIGHTS:
-            signal = self._classifier_weights(activations, captured.logits, captured.targets)
+            signal = self._classifier_weights(captured)
         elif spec.signal is Signal.MASKED_SCORES:
             signal = self._score_cam_weights(captured.batch, activations, captured.targets)
         else:
@@ -384,9 +377,10 @@ class CamEngine:
         linears = [module for module in self.model.modules() if isinstance(module, nn.Linear)]
         return linears[-1] if linears else None
 
-    def _classifier_weights(self, activations: Tensor, logits: Tensor, chosen: Tensor) -> Tensor:
+    def _classifier_weights(self, captured: _CapturedPass) -> Tensor:
         """CAM's channel weights: rows of the final linear layer, checked to be the whole head."""
-        pooled = activations.squeeze(1).mean(dim=(-2, -1))
+        logits = captured.logits
+        pooled = captured.activations.squeeze(1).mean(dim=(-2, -1))
         linear = self._classifier
         if linear is not None and linear.in_features == pooled.shape[1]:
             bias = None if linear.bias is None else linear.bias.float()
@@ -394,10 +388,10 @@ class CamEngine:
             tolerance = 1e-3 if self.autocast is None else 5e-2
             scale = float(logits.abs().max()) or 1.0
             if torch.allclose(predicted, logits, rtol=tolerance, atol=tolerance * scale):
-                return linear.weight.float()[chosen]
+                return linear.weight.float()[captured.targets]
         raise MethodNotApplicableError(
             "CAM needs the target layer to feed global average pooling and one linear "
-            f"classifier, and layer {self.layer!r} of this model does not; use gradcam instead"
+            f"classifier, and layer {captured.layer!r} of this model does not; use gradcam instead"
         )
 
     def _score_cam_weights(self, batch: Tensor, activations: Tensor, chosen: Tensor) -> Tensor:

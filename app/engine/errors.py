@@ -13,11 +13,20 @@
     │   ├── ManifestError              a model manifest is malformed
     │   ├── WeightsUnavailableError    pretrained weights neither cached nor downloadable
     │   └── CheckpointMismatchError    a checkpoint does not fit the architecture
-    └── ExplanationError               a request cannot be explained as asked
-        ├── UnknownLayerError          no such module, or it has no spatial output
-        ├── UnknownMethodError         not one of the CAM methods
-        ├── MethodNotApplicableError   the method does not fit this model (e.g. CAM without GAP)
-        └── InvalidTargetError         class index or label out of range, bad top-k
+    ├── ExplanationError               a request cannot be explained as asked
+    │   ├── UnknownLayerError          no such module, or it has no spatial output
+    │   ├── UnknownMethodError         not one of the CAM methods
+    │   ├── MethodNotApplicableError   the method does not fit this model (e.g. CAM without GAP)
+    │   └── InvalidTargetError         class index or label out of range, bad top-k
+    └── ServiceError                   the service cannot take or finish a request now
+        ├── UnknownModelError          no served model has that name
+        ├── NotReadyError              models are still loading
+        ├── QueueFullError             the bounded queue is full (retry later)
+        ├── DeadlineExceededError      the request's deadline passed
+        ├── ShuttingDownError          the service is draining for shutdown
+        ├── PayloadTooLargeError       the upload is larger than allowed
+        ├── UnsupportedMediaTypeError  the request's content type is not an image
+        └── UnauthorizedError          missing or wrong API key
 
 Every class carries a short machine-readable ``code`` (used as the HTTP error code) and
 inherits ``ValueError`` where the fault lies in a value the caller passed.
@@ -28,6 +37,7 @@ from __future__ import annotations
 __all__ = [
     "CamserveError",
     "CheckpointMismatchError",
+    "DeadlineExceededError",
     "ExplanationError",
     "ImageError",
     "InvalidTargetError",
@@ -35,12 +45,20 @@ __all__ = [
     "MethodNotApplicableError",
     "ModelError",
     "NotAnImageError",
+    "NotReadyError",
+    "PayloadTooLargeError",
+    "QueueFullError",
+    "ServiceError",
+    "ShuttingDownError",
     "TooManyPixelsError",
     "TruncatedImageError",
+    "UnauthorizedError",
     "UnknownArchitectureError",
     "UnknownLayerError",
     "UnknownMethodError",
+    "UnknownModelError",
     "UnsupportedImageModeError",
+    "UnsupportedMediaTypeError",
     "WeightsUnavailableError",
 ]
 
@@ -115,3 +133,45 @@ class MethodNotApplicableError(ExplanationError):
 
 class InvalidTargetError(ExplanationError):
     code = "invalid_target"
+
+
+class ServiceError(CamserveError):
+    """The service cannot take or finish the request right now."""
+
+    code = "service_error"
+
+
+class UnknownModelError(ServiceError, LookupError):
+    code = "unknown_model"
+
+
+class NotReadyError(ServiceError):
+    code = "not_ready"
+
+
+class QueueFullError(ServiceError):
+    code = "queue_full"
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class DeadlineExceededError(ServiceError, TimeoutError):
+    code = "deadline_exceeded"
+
+
+class ShuttingDownError(ServiceError):
+    code = "shutting_down"
+
+
+class PayloadTooLargeError(ServiceError, ValueError):
+    code = "payload_too_large"
+
+
+class UnsupportedMediaTypeError(ServiceError, ValueError):
+    code = "unsupported_media_type"
+
+
+class UnauthorizedError(ServiceError):
+    code = "unauthorized"

@@ -175,9 +175,14 @@ METHODS: dict[str, CamMethod] = {
 }
 
 
+ALIASES = {"gradcampp": "gradcam++", "gradcam_plus_plus": "gradcam++"}
+"""Spellings without '+', which a URL query turns into a space unless it is escaped (%2B)."""
+
+
 def get_method(name: str) -> CamMethod:
     """The method called ``name`` (case-insensitive), or an error listing the valid names."""
-    method = METHODS.get(name.strip().lower())
+    key = name.strip().lower()
+    method = METHODS.get(ALIASES.get(key, key))
     if method is None:
         raise UnknownMethodError(f"unknown method {name!r}; choose one of: {', '.join(METHODS)}")
     return method

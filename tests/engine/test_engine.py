@@ -74,6 +74,14 @@ def test_default_target_is_the_top_prediction(small: CamEngine, batch: Tensor) -
     assert_close(cams.probabilities.sum(dim=1), torch.ones(4, device=small.device))
 
 
+def test_explicit_targets_mix_with_top_k_predictions(small: CamEngine, batch: Tensor) -> None:
+    cams = small.compute(batch, "gradcam", targets=[[4, 0], None, [1, 1], None], top_k=2)
+    ranked = cams.logits.topk(2, dim=1).indices
+    assert cams.targets[0].tolist() == [4, 0]
+    assert cams.targets[1].tolist() == ranked[1].tolist()
+    assert cams.targets[3].tolist() == ranked[3].tolist()
+
+
 def test_targets_by_label_and_none(device: torch.device) -> None:
     engine = CamEngine(
         SmallConvNet(), "features", labels=["cat", "dog", "owl", "fox", "elk"], device=device
@@ -93,7 +101,8 @@ def test_targets_by_label_and_none(device: torch.device) -> None:
         ([0, 0], 1, "2 targets for 4 images"),
         (None, 6, "top_k must be between 1 and 5"),
         (None, 0, "top_k must be between 1 and 5"),
-        ([0, 0, 0, 0], 2, "not both"),
+        ([0, None, 0, 0], 2, "same number of targets"),
+        ([[0, 1], [2], None, None], 2, "same number of targets"),
     ],
 )
 def test_invalid_targets_are_refused_and_leave_no_hooks(

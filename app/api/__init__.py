@@ -1,0 +1,1 @@
+"""The HTTP layer: routes, schemas, uploads, auth and error mapping."""

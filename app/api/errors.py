@@ -1,0 +1,101 @@
+"""Every error as ``{"error": {"code", "message"}}`` with its documented HTTP status.
+
+400 bad image · 401 missing/wrong key · 404 unknown model · 413 too large · 415 unsupported type ·
+422 invalid parameter · 429 queue full (with Retry-After) · 503 loading or shutting down ·
+504 deadline passed · 500 only for real faults (generic message, traceback in the log).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.engine import errors
+from app.service import ClientDisconnectedError
+
+__all__ = ["error_response", "install_error_handlers", "status_for"]
+
+logger = logging.getLogger(__name__)
+
+STATUS_BY_ERROR: tuple[tuple[type[errors.CamserveError], int], ...] = (
+    (errors.TooManyPixelsError, 413),
+    (errors.UnsupportedImageModeError, 415),
+    (errors.ImageError, 400),
+    (errors.UnauthorizedError, 401),
+    (errors.UnknownModelError, 404),
+    (errors.PayloadTooLargeError, 413),
+    (errors.UnsupportedMediaTypeError, 415),
+    (errors.ExplanationError, 422),
+    (errors.QueueFullError, 429),
+    (errors.NotReadyError, 503),
+    (errors.ShuttingDownError, 503),
+    (errors.DeadlineExceededError, 504),
+)
+"""First match wins, so subclasses come before their bases."""
+
+
+def status_for(error: errors.CamserveError) -> int:
+    for error_type, status in STATUS_BY_ERROR:
+        if isinstance(error, error_type):
+            return status
+    return 500
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+async def _camserve_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, errors.CamserveError)
+    status = status_for(error)
+    if status == 500:
+        return await _unexpected_error(_request, error)
+    headers: dict[str, str] = {}
+    if isinstance(error, errors.QueueFullError):
+        headers["Retry-After"] = str(error.retry_after_s)
+    if isinstance(error, errors.NotReadyError | errors.ShuttingDownError):
+        headers["Retry-After"] = "5"
+    if isinstance(error, errors.UnauthorizedError):
+        headers["WWW-Authenticate"] = "Bearer"
+    return error_response(status, error.code, str(error), headers or None)
+
+
+async def _validation_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    problems = [
+        f"{'.'.join(str(part) for part in issue['loc'] if part != 'query')}: {issue['msg']}"
+        for issue in error.errors()
+    ]
+    return error_response(422, "invalid_parameter", "; ".join(problems))
+
+
+async def _http_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, StarletteHTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+    return error_response(error.status_code, code, str(error.detail), dict(error.headers or {}))
+
+
+async def _client_gone(_request: Request, _error: Exception) -> Response:
+    """Nobody is listening any more; 499 (nginx's "client closed request") for the log."""
+    return Response(status_code=499)
+
+
+async def _unexpected_error(_request: Request, error: Exception) -> JSONResponse:
+    logger.error("unhandled error", exc_info=error)
+    return error_response(500, "internal_error", "internal server error; see the server log")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(errors.CamserveError, _camserve_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(ClientDisconnectedError, _client_gone)
+    app.add_exception_handler(Exception, _unexpected_error)

@@ -1,0 +1,79 @@
+"""Per-request bookkeeping: request id, start time, access log and HTTP metrics.
+
+A plain ASGI middleware (not ``BaseHTTPMiddleware``), so it never buffers bodies and leaves
+the client-disconnect signal to the route.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.logs import REQUEST_ID
+from app.metrics import Metrics
+
+__all__ = ["RequestContextMiddleware"]
+
+logger = logging.getLogger("camserve.access")
+
+SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class RequestContextMiddleware:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope)
+        token = REQUEST_ID.set(request_id)
+        started = time.monotonic()
+        scope.setdefault("state", {})["started"] = started
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                MutableHeaders(scope=message)["X-Request-ID"] = request_id
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.monotonic() - started
+            route = _route_template(scope)
+            self.metrics.requests.labels(route, str(status)).inc()
+            self.metrics.latency.labels(route).observe(elapsed)
+            logger.info(
+                "%s %s %d %.1f ms",
+                scope["method"],
+                scope["path"],
+                status,
+                elapsed * 1000,
+                extra={"status": status, "route": route, "duration_ms": round(elapsed * 1000, 2)},
+            )
+            REQUEST_ID.reset(token)
+
+
+def _request_id(scope: Scope) -> str:
+    for name, value in scope.get("headers", []):
+        if name == b"x-request-id":
+            candidate = bytes(value).decode("latin-1")
+            if SAFE_REQUEST_ID.match(candidate):
+                return candidate
+    return uuid.uuid4().hex
+
+
+def _route_template(scope: Scope) -> str:
+    """The path of a matched route (camserve's routes have no path parameters), so the metric
+    labels stay a small, fixed set; anything else is "unmatched"."""
+    return str(scope["path"]) if scope.get("route") is not None else "unmatched"

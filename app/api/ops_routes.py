@@ -1,0 +1,41 @@
+"""Liveness, readiness and Prometheus metrics (no API key: for orchestrators and scrapers)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from app.api.deps import ServiceDep
+from app.api.schemas import Health, Readiness
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=Health, summary="Liveness: the process answers")
+async def healthz() -> Health:
+    return Health(status="ok")
+
+
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "Not ready yet"}},
+    summary="Readiness: every model loaded and warmed",
+)
+async def readyz(service: ServiceDep) -> JSONResponse:
+    hub = service.hub
+    body = Readiness(
+        ready=hub.ready and not service.worker.stopping,
+        models={name: state.value for name, state in hub.states.items()},
+        failed=dict(hub.failures),
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if body.ready else 503)
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+async def metrics(service: ServiceDep) -> Response:
+    service.metrics.queue_depth.set(service.worker.depth)
+    return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,177 @@
+"""Request parameters and response bodies of the v1 API (they also make the OpenAPI docs)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.engine.colormaps import COLORMAPS, DEFAULT_COLORMAP
+from app.engine.errors import ExplanationError
+from app.engine.methods import METHODS
+from app.service import ExplainRequest
+
+__all__ = [
+    "INCLUDE_OPTIONS",
+    "CamParams",
+    "ErrorBody",
+    "ErrorResponse",
+    "ExplainParams",
+    "ExplainResponse",
+    "ExplainedClass",
+    "Health",
+    "ModelInfo",
+    "ModelsResponse",
+    "Prediction",
+    "Readiness",
+    "Timings",
+]
+
+ImageFormat = Literal["png", "jpeg", "webp"]
+INCLUDE_OPTIONS = ("raw_map",)
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+def _method_names(value: str) -> tuple[str, ...]:
+    """Method names from a comma-separated query value. An unescaped '+' in a URL query arrives
+    as a space and no method name has spaces, so trailing spaces are read back as '+'
+    ('gradcam  ' is 'gradcam++')."""
+    names = (item.lstrip() for item in value.split(","))
+    return tuple(
+        name.rstrip(" ") + "+" * (len(name) - len(name.rstrip(" "))) for name in names if name
+    )
+
+
+class CamParams(BaseModel):
+    """Query parameters of ``POST /v1/cam``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(None, description="Served model name; default: the default model.")
+    method: str = Field("gradcam", description=f"One of: {', '.join(METHODS)}.")
+    layer: str | None = Field(None, description="Target layer (dotted module name).")
+    target: str | None = Field(
+        None, description="Class to explain, as index or label; default: the top prediction."
+    )
+    alpha: float = Field(0.5, ge=0.0, le=1.0, description="Heatmap opacity over the image.")
+    colormap: str = Field(DEFAULT_COLORMAP, description=f"One of: {', '.join(COLORMAPS)}.")
+    format: ImageFormat = Field("png", description="Encoding of the returned overlay.")
+
+    def to_request(self) -> ExplainRequest:
+        return ExplainRequest(
+            model=self.model,
+            methods=self._single_method(),
+            layer=self.layer,
+            target=self.target,
+            alpha=self.alpha,
+            colormap=self.colormap,
+        )
+
+    def _single_method(self) -> tuple[str, ...]:
+        names = _method_names(self.method)
+        if len(names) != 1:
+            raise ExplanationError("/v1/cam explains with one method; use /v1/explain for several")
+        return names
+
+
+class ExplainParams(CamParams):
+    """Query parameters of ``POST /v1/explain``."""
+
+    method: str = Field(
+        "gradcam", description=f"One or more (comma-separated) of: {', '.join(METHODS)}."
+    )
+    top_k: int = Field(1, ge=1, description="Explain the k most likely classes.")
+    include: str = Field("", description=f"Comma-separated extras: {', '.join(INCLUDE_OPTIONS)}.")
+
+    def to_request(self) -> ExplainRequest:
+        return ExplainRequest(
+            model=self.model,
+            methods=_method_names(self.method) or ("gradcam",),
+            layer=self.layer,
+            target=self.target,
+            top_k=self.top_k,
+            alpha=self.alpha,
+            colormap=self.colormap,
+        )
+
+    def extras(self) -> tuple[str, ...]:
+        return _split(self.include)
+
+
+class Prediction(BaseModel):
+    index: int
+    label: str
+    probability: float
+
+
+class ExplainedClass(BaseModel):
+    method: str
+    rank: int = Field(description="1 for the first explained class of this method, and so on.")
+    class_index: int
+    label: str
+    probability: float
+    overlay: str = Field(description="Base64 overlay at the original resolution.")
+    overlay_media_type: str
+    heatmap: str = Field(description="Base64 8-bit grayscale PNG at the original resolution.")
+    raw_map: list[list[float]] | None = Field(
+        None, description="The normalised map at the layer's resolution (include=raw_map)."
+    )
+
+
+class Timings(BaseModel):
+    queue_wait_ms: float
+    compute_ms: float
+    encode_ms: float
+    total_ms: float
+
+
+class ExplainResponse(BaseModel):
+    model: str
+    layer: str
+    methods: list[str]
+    width: int
+    height: int
+    predictions: list[Prediction]
+    explanations: list[ExplainedClass]
+    timings: Timings
+
+
+class ModelInfo(BaseModel):
+    name: str
+    architecture: str
+    description: str
+    weights: str
+    num_classes: int
+    labels: list[str]
+    default_layer: str
+    candidate_layers: list[str]
+    methods: list[str]
+    input_size: tuple[int, int]
+    device: str
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo]
+    failed: dict[str, str] = Field(description="Models that could not be loaded, with why.")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    ready: bool
+    models: dict[str, str] = Field(description="Each configured model's state.")
+    failed: dict[str, str]
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody

@@ -1,0 +1,82 @@
+"""Reading the uploaded image: multipart field ``image`` or a raw ``image/*`` body.
+
+The size limit is enforced while the body streams in, so an oversized upload is refused
+without being held in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+
+from fastapi import Request
+from starlette.datastructures import Headers, UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+
+from app.engine.errors import NotAnImageError, PayloadTooLargeError, UnsupportedMediaTypeError
+
+__all__ = ["FIELD", "read_image_upload"]
+
+FIELD = "image"
+RAW_TYPES = ("application/octet-stream",)
+
+
+async def read_image_upload(request: Request, max_bytes: int) -> bytes:
+    """The image bytes of ``request``, or the matching 400/413/415 error."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    is_multipart = media_type == "multipart/form-data"
+    if not (is_multipart or media_type.startswith("image/") or media_type in RAW_TYPES):
+        raise UnsupportedMediaTypeError(
+            f"unsupported content type {media_type or '(none)'!r}: send the image as the "
+            f"multipart field '{FIELD}' or as the raw body with an image/* content type"
+        )
+    _check_declared_length(request, max_bytes, allowance=64 * 1024 if is_multipart else 0)
+    if is_multipart:
+        data = await _multipart_image(request, max_bytes)
+    else:
+        data = b"".join([chunk async for chunk in _limited(request, max_bytes)])
+    if not data:
+        raise NotAnImageError("the upload is empty")
+    return data
+
+
+def _check_declared_length(request: Request, max_bytes: int, allowance: int) -> None:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes + allowance:
+        raise _too_large(max_bytes)
+
+
+def _too_large(max_bytes: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"the upload is larger than the {max_bytes:,}-byte limit")
+
+
+async def _limited(request: Request, max_bytes: int) -> AsyncGenerator[bytes, None]:
+    received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received > max_bytes:
+            raise _too_large(max_bytes)
+        yield chunk
+
+
+async def _multipart_image(request: Request, max_bytes: int) -> bytes:
+    parser = MultiPartParser(
+        Headers(scope=request.scope),
+        _limited(request, max_bytes + 64 * 1024),
+        max_files=4,
+        max_fields=16,
+        max_part_size=max_bytes,
+    )
+    try:
+        form = await parser.parse()
+    except MultiPartException as error:
+        raise NotAnImageError(f"malformed multipart body: {error.message}") from error
+    try:
+        upload = form.get(FIELD)
+        if not isinstance(upload, UploadFile):
+            raise NotAnImageError(f"the multipart body has no file field '{FIELD}'")
+        data = await upload.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise _too_large(max_bytes)
+        return data
+    finally:
+        await form.close()

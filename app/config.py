@@ -1,0 +1,96 @@
+"""Service settings, read from ``CAMSERVE_*`` environment variables (and a ``.env`` file).
+
+Build them with ``load_settings()``; nothing is read at import time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from app.engine.devices import AUTOCAST_DTYPES
+from app.engine.imaging import DEFAULT_MAX_PIXELS
+
+__all__ = ["Settings", "load_settings"]
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+
+class Settings(BaseSettings):
+    """Every knob of the service; the README lists them with their defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CAMSERVE_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    host: str = Field("127.0.0.1", description="Interface to listen on (0.0.0.0 in containers).")
+    port: int = Field(8000, ge=1, le=65535, description="TCP port.")
+    models_dir: Path = Field(Path("models"), description="Folder of model manifests (*.toml).")
+    models: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated model names to serve; empty serves every manifest.",
+    )
+    default_model: str | None = Field(
+        None, description="Model used when a request names none; default: the first loaded."
+    )
+    device: str = Field("auto", description="auto (CUDA when available), cpu, cuda or cuda:N.")
+    autocast: str = Field("none", description="Reduced precision on CUDA: none, bf16 or fp16.")
+    max_batch_size: int = Field(8, ge=1, le=1024, description="Most images in one batch.")
+    max_wait_ms: float = Field(
+        5.0, ge=0, le=10_000, description="How long a batch waits for more images after its first."
+    )
+    queue_size: int = Field(64, ge=1, description="Most queued jobs; more are refused with 429.")
+    request_timeout_s: float = Field(30.0, gt=0, description="Per-request deadline (then 504).")
+    max_upload_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest upload (413).")
+    max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1, description="Largest width × height (413).")
+    max_top_k: int = Field(10, ge=1, description="Largest top_k a request may ask for.")
+    score_cam_batch_size: int = Field(64, ge=1, description="Masked inputs per Score-CAM pass.")
+    api_key: SecretStr | None = Field(
+        None, description="When set, /v1 routes need 'Authorization: Bearer <key>'."
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Comma-separated origins allowed by CORS."
+    )
+    log_level: LogLevel = Field("info", description="debug, info, warning or error.")
+    codec_threads: int = Field(
+        0, ge=0, description="Threads that decode and encode images; 0 means one per CPU core."
+    )
+
+    @field_validator("models", "cors_origins", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("autocast")
+    @classmethod
+    def _known_autocast(cls, value: str) -> str:
+        key = value.strip().lower()
+        if key not in AUTOCAST_DTYPES:
+            raise ValueError(f"must be one of {', '.join(AUTOCAST_DTYPES)}")
+        return key
+
+    @field_validator("api_key")
+    @classmethod
+    def _non_empty_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            return None
+        return value
+
+    @model_validator(mode="after")
+    def _default_model_is_served(self) -> Settings:
+        if self.default_model and self.models and self.default_model not in self.models:
+            raise ValueError(
+                f"default_model {self.default_model!r} is not among the served models "
+                f"({', '.join(self.models)})"
+            )
+        return self
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment, with ``overrides`` (e.g. CLI flags) taking precedence."""
+    return Settings(**{key: value for key, value in overrides.items() if value is not None})  # type: ignore[arg-type]

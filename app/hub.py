@@ -1,0 +1,176 @@
+"""The served models: loaded and warmed on the worker thread, described for the API.
+
+A model that fails to load is reported with its actionable message; the service goes on with
+the models that did load.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import torch
+
+from app.config import Settings
+from app.engine.devices import parse_autocast, resolve_device
+from app.engine.engine import CamEngine
+from app.engine.errors import (
+    CamserveError,
+    InvalidTargetError,
+    ManifestError,
+    NotReadyError,
+    UnknownModelError,
+)
+from app.engine.manifest import ModelSpec, load_manifests
+from app.engine.methods import METHODS
+from app.engine.registry import load_model
+from app.engine.targets import class_index
+from app.worker import warm_up
+
+__all__ = ["LoadState", "ModelHub", "ServedModel"]
+
+logger = logging.getLogger(__name__)
+
+
+class LoadState(StrEnum):
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What the API may know about a loaded model (the engine itself belongs to the worker)."""
+
+    name: str
+    architecture: str
+    weights: str
+    description: str
+    layer: str
+    candidate_layers: list[str]
+    layer_names: frozenset[str]
+    labels: list[str]
+    input_size: tuple[int, int]
+    device: str
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels)
+
+    @property
+    def methods(self) -> list[str]:
+        return list(METHODS)
+
+    def class_index(self, target: str) -> int:
+        """A request's target (index or label) as a class index in range."""
+        index = class_index(self.labels, target)
+        if not 0 <= index < self.num_classes:
+            raise InvalidTargetError(
+                f"class index {index} out of range: model {self.name!r} has {self.num_classes} "
+                f"classes (0-{self.num_classes - 1})"
+            )
+        return index
+
+
+@dataclass
+class ModelHub:
+    """Loads the configured manifests and tracks each model's state."""
+
+    settings: Settings
+    specs: list[ModelSpec] = field(default_factory=list)
+    states: dict[str, LoadState] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    models: dict[str, ServedModel] = field(default_factory=dict)
+    finished: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.specs = _select(load_manifests(self.settings.models_dir), self.settings.models)
+        self.states = {spec.name: LoadState.LOADING for spec in self.specs}
+
+    def load_all(self) -> dict[str, CamEngine]:
+        """Load and warm every model (on the worker thread); returns the engines that work."""
+        device = resolve_device(self.settings.device)
+        autocast = parse_autocast(self.settings.autocast, device)
+        engines: dict[str, CamEngine] = {}
+        try:
+            for spec in self.specs:
+                engine = self._load_one(spec, device, autocast)
+                if engine is not None:
+                    engines[spec.name] = engine
+        finally:
+            self.finished.set()
+        return engines
+
+    def _load_one(
+        self, spec: ModelSpec, device: torch.device, autocast: torch.dtype | None
+    ) -> CamEngine | None:
+        try:
+            loaded = load_model(spec)
+            engine = CamEngine.from_loaded(
+                loaded,
+                device=device,
+                autocast=autocast,
+                score_cam_batch_size=self.settings.score_cam_batch_size,
+            )
+            warm_up(engine)
+        except CamserveError as error:
+            self._fail(spec.name, str(error))
+            return None
+        except Exception as error:  # a broken checkpoint or model must not stop the others
+            logger.exception("model %s failed to load", spec.name)
+            self._fail(spec.name, f"model {spec.name!r}: {type(error).__name__}: {error}")
+            return None
+        self.models[spec.name] = ServedModel(
+            name=spec.name,
+            architecture=spec.architecture,
+            weights=loaded.weights,
+            description=spec.description,
+            layer=engine.layer,
+            candidate_layers=engine.candidate_layers,
+            layer_names=frozenset(name for name, _ in engine.model.named_modules() if name),
+            labels=list(loaded.labels),
+            input_size=engine.preprocessing.input_size,
+            device=str(engine.device),
+        )
+        self.states[spec.name] = LoadState.READY
+        logger.info("model %s ready on %s (%s)", spec.name, engine.device, loaded.weights)
+        return engine
+
+    def _fail(self, name: str, message: str) -> None:
+        self.states[name] = LoadState.FAILED
+        self.failures[name] = message
+        logger.error("model %s not served: %s", name, message)
+
+    @property
+    def ready(self) -> bool:
+        """Loading is over and at least one model serves."""
+        return self.finished.is_set() and bool(self.models)
+
+    def get(self, name: str | None) -> ServedModel:
+        """The served model ``name`` (default: the configured or first one)."""
+        if not self.finished.is_set():
+            raise NotReadyError("models are still loading; retry shortly")
+        if name is None:
+            name = self.settings.default_model or next(iter(self.models), None)
+            if name is None:
+                raise NotReadyError("no model could be loaded; see /readyz")
+        model = self.models.get(name)
+        if model is None:
+            known = ", ".join(self.models) or "none"
+            detail = f" ({self.failures[name]})" if name in self.failures else ""
+            raise UnknownModelError(f"unknown model {name!r}{detail}; served models: {known}")
+        return model
+
+
+def _select(specs: list[ModelSpec], names: list[str]) -> list[ModelSpec]:
+    if not names:
+        return specs
+    by_name = {spec.name: spec for spec in specs}
+    missing = [name for name in names if name not in by_name]
+    if missing:
+        raise ManifestError(
+            f"no manifest for {', '.join(missing)} (available: {', '.join(by_name) or 'none'})"
+        )
+    return [by_name[name] for name in names]

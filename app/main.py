@@ -1,0 +1,115 @@
+"""``create_app(settings)``: the FastAPI application and its lifespan.
+
+The lifespan starts the batching worker, which loads and warms every model on its own thread
+(``/readyz`` answers 503 until that is done), and on shutdown drains the queue: requests already
+accepted are answered before the worker stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, Depends, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from app import __version__
+from app.api import explain_routes, model_routes, ops_routes
+from app.api.auth import require_api_key
+from app.api.errors import install_error_handlers
+from app.api.middleware import RequestContextMiddleware
+from app.config import Settings, load_settings
+from app.engine.devices import resolve_device
+from app.engine.engine import CamEngine
+from app.hub import ModelHub
+from app.logs import configure_logging
+from app.metrics import Metrics
+from app.service import Service
+from app.worker import BatchingWorker
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger(__name__)
+
+DESCRIPTION = (
+    "CAM / Grad-CAM explanations of image classifiers. POST an image to `/v1/cam` for the "
+    "heatmap overlay, or to `/v1/explain` for predictions, several methods and classes, and the "
+    'heatmaps as JSON. Errors are always `{"error": {"code", "message"}}`.'
+)
+
+
+def create_app(
+    settings: Settings | None = None, *, on_fatal: Callable[[str], None] | None = None
+) -> FastAPI:
+    """Build the app. ``on_fatal`` is called (from the worker thread) when no model loads."""
+    settings = settings or load_settings()
+    configure_logging(settings.log_level)
+    service = _build_service(settings, on_fatal)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        service.worker.start()
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(service.worker.stop)
+            service.codecs.shutdown(wait=True)
+
+    app = FastAPI(title="camserve", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.service = service
+    install_error_handlers(app)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
+            expose_headers=[
+                "X-Request-ID",
+                "X-Camserve-Class",
+                "X-Camserve-Label",
+                "X-Camserve-Score",
+                "X-Camserve-Model",
+                "X-Camserve-Method",
+                "X-Camserve-Layer",
+            ],
+        )
+    app.add_middleware(RequestContextMiddleware, metrics=service.metrics)
+    app.include_router(ops_routes.router)
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
+    v1.include_router(explain_routes.router)
+    v1.include_router(model_routes.router)
+    app.include_router(v1)
+    return app
+
+
+def _build_service(settings: Settings, on_fatal: Callable[[str], None] | None) -> Service:
+    hub = ModelHub(settings)
+    metrics = Metrics(resolve_device(settings.device))
+
+    def startup() -> dict[str, CamEngine]:
+        engines = hub.load_all()
+        if not engines:
+            message = "no model could be loaded: " + "; ".join(hub.failures.values())
+            logger.critical(message)
+            if on_fatal is not None:
+                on_fatal(message)
+        return engines
+
+    worker = BatchingWorker(
+        max_batch_size=settings.max_batch_size,
+        max_wait_s=settings.max_wait_ms / 1000,
+        queue_size=settings.queue_size,
+        metrics=metrics,
+        startup=startup,
+    )
+    codecs = ThreadPoolExecutor(
+        max_workers=settings.codec_threads or os.cpu_count() or 1,
+        thread_name_prefix="camserve-codec",
+    )
+    return Service(settings, hub, worker, metrics, codecs)

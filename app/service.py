@@ -1,0 +1,169 @@
+"""What one explanation request goes through, between the routes and the worker.
+
+Validate the parameters against the served model (cheap, before any byte of the image is
+read), decode the upload in the codec thread pool, queue one job per method, and wait for the
+results until the deadline or until the client goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, ParamSpec, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.config import Settings
+from app.engine.colormaps import validate_colormap
+from app.engine.errors import (
+    DeadlineExceededError,
+    InvalidTargetError,
+    ShuttingDownError,
+    UnknownLayerError,
+)
+from app.engine.imaging import DecodedImage, decode_image, encode_image
+from app.engine.methods import get_method
+from app.hub import ModelHub, ServedModel
+from app.metrics import Metrics
+from app.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions
+
+__all__ = ["ClientDisconnectedError", "ExplainRequest", "Outcome", "Service", "ValidRequest"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class ClientDisconnectedError(Exception):
+    """The client went away before its results were ready; nobody is left to answer."""
+
+
+@dataclass(frozen=True)
+class ExplainRequest:
+    model: str | None = None
+    methods: tuple[str, ...] = ("gradcam",)
+    layer: str | None = None
+    target: str | None = None
+    top_k: int = 1
+    alpha: float = 0.5
+    colormap: str = "jet"
+
+
+@dataclass(frozen=True)
+class ValidRequest:
+    """A request whose parameters fit the served model."""
+
+    model: ServedModel
+    methods: tuple[str, ...]
+    layer: str
+    target: int | None
+    request: ExplainRequest
+
+
+@dataclass(frozen=True)
+class Outcome:
+    model: ServedModel
+    layer: str
+    methods: list[str]
+    image: DecodedImage
+    results: list[JobResult]
+    """One per method, in the order of ``methods``."""
+
+
+@dataclass
+class Service:
+    """The pieces a request needs, built once per app."""
+
+    settings: Settings
+    hub: ModelHub
+    worker: BatchingWorker
+    metrics: Metrics
+    codecs: ThreadPoolExecutor
+
+    def validate(self, wanted: ExplainRequest) -> ValidRequest:
+        """Check the parameters against the served model before any image byte is read."""
+        model = self.hub.get(wanted.model)
+        methods = list(dict.fromkeys(get_method(name).name for name in wanted.methods))
+        layer = wanted.layer or model.layer
+        if layer not in model.layer_names:
+            raise UnknownLayerError(
+                f"unknown layer {layer!r} for model {model.name!r}; candidates: "
+                f"{', '.join(model.candidate_layers)}"
+            )
+        validate_colormap(wanted.colormap)
+        limit = min(self.settings.max_top_k, model.num_classes)
+        if not 1 <= wanted.top_k <= limit:
+            raise InvalidTargetError(f"top_k must be between 1 and {limit}, got {wanted.top_k}")
+        if wanted.target is not None and wanted.top_k != 1:
+            raise InvalidTargetError("give either a target or top_k, not both")
+        target = None if wanted.target is None else model.class_index(wanted.target)
+        return ValidRequest(model, tuple(methods), layer, target, wanted)
+
+    async def explain(
+        self,
+        valid: ValidRequest,
+        data: bytes,
+        *,
+        deadline: float,
+        disconnected: Callable[[], Awaitable[None]],
+    ) -> Outcome:
+        """Decode ``data``, queue one job per method, and wait for all of them."""
+        image = await self._in_pool(decode_image, data, max_pixels=self.settings.max_pixels)
+        options = RenderOptions(valid.request.alpha, valid.request.colormap)
+        loop = asyncio.get_running_loop()
+        jobs = [
+            Job(
+                key=BatchKey(valid.model.name, valid.layer, method, valid.request.top_k),
+                image=image.pixels,
+                target=valid.target,
+                render=options,
+                future=loop.create_future(),
+                deadline=deadline,
+            )
+            for method in valid.methods
+        ]
+        self.worker.submit(jobs)
+        results = await self._wait(jobs, deadline, disconnected)
+        return Outcome(valid.model, valid.layer, list(valid.methods), image, results)
+
+    async def _wait(
+        self,
+        jobs: Sequence[Job],
+        deadline: float,
+        disconnected: Callable[[], Awaitable[None]],
+    ) -> list[JobResult]:
+        gathered: asyncio.Future[list[JobResult]] = asyncio.gather(*(job.future for job in jobs))
+        watcher: asyncio.Future[None] = asyncio.ensure_future(disconnected())
+        try:
+            waited: set[asyncio.Future[Any]] = {gathered, watcher}
+            done, _ = await asyncio.wait(
+                waited,
+                timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if gathered in done:
+                return list(gathered.result())
+            self.worker.cancel(jobs)
+            if watcher in done:
+                raise ClientDisconnectedError
+            raise DeadlineExceededError(
+                f"no result within the {self.settings.request_timeout_s:g} s deadline; "
+                "the service is busy, retry later"
+            )
+        finally:
+            watcher.cancel()
+            if not gathered.done():
+                gathered.cancel()
+
+    async def encode(self, pixels: NDArray[np.uint8], image_format: str) -> bytes:
+        return await self._in_pool(encode_image, pixels, image_format)
+
+    async def _in_pool(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        if self.worker.stopping:
+            raise ShuttingDownError("the service is shutting down; retry on another replica")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.codecs, partial(function, *args, **kwargs))
