@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -23,8 +26,24 @@ from app.config import load_settings
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
 from app.engine.manifest import ModelSpec, load_manifests
+from app.engine.methods import METHODS, get_method
 from app.engine.registry import load_model
 from app.model_store import DEFAULT_MODELS_DIR, find_spec, spec_for_architecture
+from app.quality.evaluate import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_CURVE_STEPS,
+    DEFAULT_THRESHOLD,
+    EvalSample,
+    MethodScores,
+    NotApplicable,
+    evaluate,
+    markdown_table,
+    samples_from_folder,
+    samples_from_scenes,
+    write_report,
+)
+from app.quality.scenes import SHAPES
+from app.quality.training import HELD_OUT_SEED, TrainingConfig, train_demo, write_demo_model
 from app.server import run_server
 
 __all__ = ["cli", "main"]
@@ -44,7 +63,7 @@ ModelsDir = Annotated[
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code=1)
 
 
@@ -118,7 +137,9 @@ def explain(
         write_summary(results, summary)
     failed = [r for r in results if r.error]
     for result in failed:
-        console.print(f"[yellow]skipped[/] {result.source}: {result.error}", highlight=False)
+        console.print(
+            f"[yellow]skipped[/] {result.source}: {result.error}", highlight=False, soft_wrap=True
+        )
     console.print(f"explained {len(results) - len(failed)} of {len(results)} images into {output}")
 
 
@@ -185,6 +206,223 @@ def serve(
         run_server(settings)
     except CamserveError as error:
         raise _fail(str(error)) from error
+
+
+@cli.command("train-demo")
+def train_demo_command(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Folder for the checkpoint and manifest.")
+    ] = DEFAULT_MODELS_DIR,
+    steps: Annotated[int, typer.Option(min=1, help="Training steps.")] = TrainingConfig.steps,
+    batch_size: Annotated[int, typer.Option(min=1, help="Scenes per step.")] = (
+        TrainingConfig.batch_size
+    ),
+    seed: Annotated[int, typer.Option(help="Seed of the initialisation.")] = TrainingConfig.seed,
+) -> None:
+    """Train the demo model on generated scenes and write it (with its manifest) to --output."""
+    config = TrainingConfig(steps=steps, batch_size=batch_size, seed=seed)
+    columns = (
+        TextColumn("training"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.3f}"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("train", total=steps, loss=float("nan"))
+        model, report = train_demo(
+            config, on_step=lambda _step, loss: progress.update(task, advance=1, loss=loss)
+        )
+    manifest = write_demo_model(model, report, output)
+    console.print(
+        f"held-out accuracy {report.accuracy:.2%} on {config.held_out_images} scenes, "
+        f"{report.seconds:.0f} s; wrote {manifest}"
+    )
+
+
+@cli.command("eval")
+def eval_command(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Folder for results.md, .csv and .png.")
+    ],
+    images: Annotated[
+        Path | None,
+        typer.Argument(help="Folder of images (recursive); or use --scenes.", show_default=False),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model name from the models folder.")] = None,
+    architecture: Annotated[
+        str | None, typer.Option(help="A torchvision architecture instead of a manifest.")
+    ] = None,
+    weights: Annotated[
+        str, typer.Option(help="With --architecture: weights name, 'random' or a checkpoint.")
+    ] = "DEFAULT",
+    boxes: Annotated[
+        Path | None,
+        typer.Option(help="Boxes of the folder's images: CSV (file,x0,y0,x1,y1[,label]) or COCO."),
+    ] = None,
+    scenes: Annotated[
+        int | None, typer.Option(min=1, help="Evaluate on this many generated scenes instead.")
+    ] = None,
+    scene_seed: Annotated[
+        int, typer.Option(help="Scene seed; the default is the demo model's held-out set.")
+    ] = HELD_OUT_SEED,
+    methods: Annotated[
+        str | None, typer.Option(help="Comma-separated CAM methods (default: every one).")
+    ] = None,
+    layers: Annotated[
+        str | None, typer.Option(help="Comma-separated target layers (default: the model's).")
+    ] = None,
+    threshold: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Map threshold for IoU, fraction of the peak.")
+    ] = DEFAULT_THRESHOLD,
+    curve_steps: Annotated[
+        int, typer.Option(min=2, help="Points on each deletion / insertion curve.")
+    ] = DEFAULT_CURVE_STEPS,
+    batch_size: Annotated[int, typer.Option(min=1, help="Images per engine call.")] = (
+        DEFAULT_BATCH_SIZE
+    ),
+    device: Annotated[
+        str, typer.Option(envvar="CAMSERVE_DEVICE", help="auto, cpu, cuda.")
+    ] = "auto",
+    models_dir: ModelsDir = DEFAULT_MODELS_DIR,
+) -> None:
+    """Score CAM methods on a folder of images (with optional boxes) or on generated scenes.
+
+    Localisation and faithfulness metrics per method and layer, written to --output.
+    """
+    if (images is None) == (scenes is None):
+        raise _fail("give either a folder of images or --scenes N")
+    if boxes is not None and images is None:
+        raise _fail("--boxes goes with a folder of images")
+    notes: list[str] = []
+    try:
+        spec = _choose_spec(models_dir, model, architecture, weights, None)
+        engine = CamEngine.from_loaded(load_model(spec), device=device)
+        method_names = _eval_methods(methods)
+        layer_names = _eval_layers(engine, layers)
+        if images is not None:
+            samples, dataset = _folder_samples(engine, images, boxes), f"the images in {images}"
+        else:
+            assert scenes is not None  # one of the two, checked above
+            samples = _scene_samples(engine, scene_seed, scenes, notes)
+            dataset = f"{scenes} generated scenes (seed {scene_seed})"
+        rows = _evaluate_with_progress(
+            engine,
+            samples,
+            method_names,
+            layer_names,
+            lambda skipped: notes.append(_not_applicable_note(skipped)),
+            threshold=threshold,
+            curve_steps=curve_steps,
+            batch_size=batch_size,
+        )
+    except CamserveError as error:
+        raise _fail(str(error)) from error
+    if not rows:
+        raise _fail("none of the methods applies to the chosen layers")
+    model_args = (
+        ["--architecture", spec.architecture, "--weights", weights]
+        if architecture is not None
+        else ["--model", spec.name, "--models-dir", str(models_dir)]
+    )
+    source = (
+        [str(images), *(["--boxes", str(boxes)] if boxes is not None else [])]
+        if images is not None
+        else ["--scenes", str(scenes), "--scene-seed", str(scene_seed)]
+    )
+    command = shlex.join(
+        [
+            *("camserve", "eval", *source, *model_args),
+            *("--methods", ",".join(method_names), "--layers", ",".join(layer_names)),
+            *("--threshold", f"{threshold:g}", "--curve-steps", str(curve_steps)),
+            *("--output", str(output)),
+        ]
+    )
+    paths = write_report(
+        rows, output, title=f"{spec.name} on {dataset}", command=command, notes=notes
+    )
+    typer.echo(markdown_table(rows))
+    console.print(f"wrote {', '.join(str(path) for path in paths.values())}", highlight=False)
+
+
+def _split_names(text: str | None) -> list[str]:
+    names = [name.strip() for name in (text or "").split(",")]
+    return list(dict.fromkeys(name for name in names if name))
+
+
+def _eval_methods(text: str | None) -> list[str]:
+    """The requested methods under their canonical names; every method by default."""
+    names = _split_names(text)
+    if not names:
+        return list(METHODS)
+    return list(dict.fromkeys(get_method(name).name for name in names))
+
+
+def _eval_layers(engine: CamEngine, text: str | None) -> list[str]:
+    """The requested layers, each checked to exist; the model's default layer by default."""
+    names = _split_names(text) or [engine.layer]
+    for name in names:
+        engine.layer_module(name)
+    return names
+
+
+def _folder_samples(engine: CamEngine, folder: Path, boxes: Path | None) -> list[EvalSample]:
+    samples, skipped = samples_from_folder(folder, boxes, engine.class_index)
+    for file in skipped:
+        console.print(f"[yellow]skipped[/] {file.path}: {file.reason}", highlight=False)
+    if not samples:
+        raise CamserveError(f"no readable images in {folder}")
+    return samples
+
+
+def _scene_samples(engine: CamEngine, seed: int, count: int, notes: list[str]) -> list[EvalSample]:
+    """Generated scenes, labelled with the model's classes for their shapes where its labels name
+    every shape; otherwise each scene explains the model's top prediction."""
+    known = {label.casefold() for label in engine.labels or []}
+    if all(shape in known for shape in SHAPES):
+        return samples_from_scenes(seed, count, engine.class_index)
+    note = "the model's labels do not name the scene shapes; each scene explains its top prediction"
+    console.print(f"[yellow]note[/] {note}", highlight=False)
+    notes.append(note)
+    return [replace(sample, label=None) for sample in samples_from_scenes(seed, count)]
+
+
+def _not_applicable_note(skipped: NotApplicable) -> str:
+    note = f"{skipped.method} on {skipped.layer} left out: {skipped.reason}"
+    console.print(f"[yellow]note[/] {note}", highlight=False)
+    return note
+
+
+def _evaluate_with_progress(
+    engine: CamEngine,
+    samples: list[EvalSample],
+    methods: list[str],
+    layers: list[str],
+    on_not_applicable: Callable[[NotApplicable], None],
+    *,
+    threshold: float,
+    curve_steps: int,
+    batch_size: int,
+) -> list[MethodScores]:
+    columns = (
+        TextColumn("evaluating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("evaluate", total=len(samples) * len(methods) * len(layers))
+        return evaluate(
+            engine,
+            samples,
+            methods,
+            layers,
+            threshold=threshold,
+            curve_steps=curve_steps,
+            batch_size=batch_size,
+            on_progress=lambda images: progress.advance(task, images),
+            on_not_applicable=on_not_applicable,
+        )
 
 
 @cli.command("models")

@@ -91,9 +91,15 @@ class ModelHub:
 
     def load_all(self) -> dict[str, CamEngine]:
         """Load and warm every model (on the worker thread); returns the engines that work."""
-        device = resolve_device(self.settings.device)
-        autocast = parse_autocast(self.settings.autocast, device)
         engines: dict[str, CamEngine] = {}
+        try:
+            device = resolve_device(self.settings.device)
+            autocast = parse_autocast(self.settings.autocast, device)
+        except ValueError as error:
+            for spec in self.specs:
+                self._fail(spec.name, f"model {spec.name!r}: {error}")
+            self.finished.set()
+            return engines
         try:
             for spec in self.specs:
                 engine = self._load_one(spec, device, autocast)

@@ -93,7 +93,13 @@ def _build_service(settings: Settings, on_fatal: Callable[[str], None] | None) -
     metrics = Metrics(resolve_device(settings.device))
 
     def startup() -> dict[str, CamEngine]:
-        engines = hub.load_all()
+        try:
+            engines = hub.load_all()
+        except Exception as error:
+            logger.exception("loading the models failed")
+            hub.failures.setdefault("(all)", f"{type(error).__name__}: {error}")
+            hub.finished.set()
+            engines = {}
         if not engines:
             message = "no model could be loaded: " + "; ".join(hub.failures.values())
             logger.critical(message)

@@ -136,28 +136,36 @@ class Service:
         deadline: float,
         disconnected: Callable[[], Awaitable[None]],
     ) -> list[JobResult]:
-        gathered: asyncio.Future[list[JobResult]] = asyncio.gather(*(job.future for job in jobs))
+        """All results, or the first error (the other jobs are then cancelled), or a deadline
+        or disconnect (all jobs cancelled)."""
+        futures = [job.future for job in jobs]
         watcher: asyncio.Future[None] = asyncio.ensure_future(disconnected())
+        remaining: set[asyncio.Future[Any]] = set(futures)
         try:
-            waited: set[asyncio.Future[Any]] = {gathered, watcher}
-            done, _ = await asyncio.wait(
-                waited,
-                timeout=max(0.0, deadline - time.monotonic()),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            if gathered in done:
-                return list(gathered.result())
-            self.worker.cancel(jobs)
-            if watcher in done:
-                raise ClientDisconnectedError
-            raise DeadlineExceededError(
-                f"no result within the {self.settings.request_timeout_s:g} s deadline; "
-                "the service is busy, retry later"
-            )
+            while remaining:
+                done, _ = await asyncio.wait(
+                    remaining | {watcher},
+                    timeout=max(0.0, deadline - time.monotonic()),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if not done:
+                    raise DeadlineExceededError(
+                        f"no result within the {self.settings.request_timeout_s:g} s deadline; "
+                        "the service is busy, retry later"
+                    )
+                if watcher in done:
+                    raise ClientDisconnectedError
+                remaining -= done
+                for future in done:
+                    if (error := future.exception()) is not None:
+                        raise error
+            return [future.result() for future in futures]
         finally:
             watcher.cancel()
-            if not gathered.done():
-                gathered.cancel()
+            if remaining:
+                self.worker.cancel(jobs)
+                for future in remaining:
+                    future.cancel()
 
     async def encode(self, pixels: NDArray[np.uint8], image_format: str) -> bytes:
         return await self._in_pool(encode_image, pixels, image_format)

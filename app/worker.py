@@ -24,7 +24,12 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from app.engine.engine import CamEngine, CamMaps
-from app.engine.errors import QueueFullError, ShuttingDownError, UnknownModelError
+from app.engine.errors import (
+    DeadlineExceededError,
+    QueueFullError,
+    ShuttingDownError,
+    UnknownModelError,
+)
 from app.engine.render import render
 from app.metrics import Metrics
 
@@ -175,7 +180,10 @@ class BatchingWorker:
     # ------------------------------------------------------------------ worker thread
 
     def _run(self) -> None:
-        self._engines = self._startup()
+        try:
+            self._engines = self._startup()
+        except Exception:
+            logger.exception("the worker's start-up failed; no model will be served")
         while (batch := self._next_batch()) is not None:
             self._process(batch)
 
@@ -207,6 +215,9 @@ class BatchingWorker:
 
     def _process(self, batch: list[Job]) -> None:
         now = time.monotonic()
+        for job in batch:
+            if not job.cancelled and job.deadline <= now:
+                job.resolve(DeadlineExceededError("the request's deadline passed in the queue"))
         live = [job for job in batch if not job.cancelled and job.deadline > now]
         if not live:
             return

@@ -211,6 +211,11 @@ class CamEngine:
         raw = self._apply_method(spec, captured)
         return CamMaps(spec.name, layer_name, raw, captured.logits, captured.targets)
 
+    @torch.no_grad()
+    def probabilities(self, inputs: Tensor) -> Tensor:
+        """Class probabilities (B, classes) for a preprocessed batch; no hooks, no gradients."""
+        return torch.softmax(self._forward(self._model_input(inputs)).float(), dim=1)
+
     def explain(
         self,
         images: Sequence[ImageInput],

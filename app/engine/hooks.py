@@ -63,6 +63,11 @@ def capture_layer(
                 f"layer {layer_name!r} outputs {shape}, not a (batch, channels, height, width) "
                 "feature map; choose a convolutional block"
             )
+        if output.shape[-2] * output.shape[-1] < 2:
+            raise UnknownLayerError(
+                f"layer {layer_name!r} outputs a 1 x 1 map, which has nothing to localise; "
+                "choose an earlier layer"
+            )
         record.calls += 1
         leaf = output.detach().clone()
         if track_gradient:

@@ -8,6 +8,7 @@ request.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ from app.engine.errors import (
 from app.engine.layers import find_candidate_layers, resolve_layer
 from app.engine.manifest import ModelSpec
 from app.engine.preprocess import Preprocessing
-from app.engine.weights import WeightsSource, apply_state_dict, resolve_weights
+from app.engine.shapes_net import SHAPES_NET, ShapesNet
+from app.engine.weights import WeightsKind, WeightsSource, apply_state_dict, resolve_weights
 
 __all__ = [
     "DEFAULT_NUM_CLASSES",
@@ -89,18 +91,27 @@ class LoadedModel:
 # ---------------------------------------------------------------------------- architectures
 
 
+PROJECT_ARCHITECTURES: dict[str, tuple[Callable[[int], nn.Module], LayerRule]] = {
+    SHAPES_NET: (lambda num_classes: ShapesNet(num_classes=num_classes), _fixed("layer4")),
+}
+"""Networks defined by camserve itself: builder from the number of classes, default layer."""
+
+
 @cache
 def _supported() -> tuple[str, ...]:
     names = torchvision.models.list_models(module=torchvision.models)
-    return tuple(sorted(name for name in names if _rule_for(name) is not None))
+    torchvision_names = [name for name in names if _rule_for(name) is not None]
+    return tuple(sorted([*torchvision_names, *PROJECT_ARCHITECTURES]))
 
 
 def supported_architectures() -> list[str]:
-    """Every torchvision classifier camserve can explain, sorted."""
+    """Every classifier camserve can explain (torchvision's CNNs and its own), sorted."""
     return list(_supported())
 
 
 def _rule_for(architecture: str) -> LayerRule | None:
+    if architecture in PROJECT_ARCHITECTURES:
+        return PROJECT_ARCHITECTURES[architecture][1]
     for prefixes, rule in FAMILIES:
         if architecture.startswith(prefixes):
             return rule
@@ -131,6 +142,8 @@ def build_model(architecture: str, num_classes: int) -> nn.Module:
     require_supported(architecture)
     if num_classes < 1:
         raise ValueError(f"num_classes must be at least 1, got {num_classes}")
+    if architecture in PROJECT_ARCHITECTURES:
+        return PROJECT_ARCHITECTURES[architecture][0](num_classes)
     module = torchvision.models.get_model(architecture, weights=None, num_classes=num_classes)
     if not isinstance(module, nn.Module):  # pragma: no cover - torchvision builds modules
         raise TypeError(f"torchvision built a {type(module).__name__} for {architecture}")
@@ -147,7 +160,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
         given_labels = spec.load_labels()
         num_classes = _num_classes(spec, given_labels, source)
-        module = build_model(spec.architecture, num_classes)
+        module = _build_for(spec, source, num_classes)
         state = source.load_state()
         if state is not None:
             apply_state_dict(module, state, source.description)
@@ -161,6 +174,16 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             preprocessing=spec.preprocessing(),
             weights=source.description,
         )
+
+
+def _build_for(spec: ModelSpec, source: WeightsSource, num_classes: int) -> nn.Module:
+    """Build the module; random weights are seeded from the model's name, so every process
+    (a server, its tests, a benchmark) builds the same "random" model."""
+    if source.kind is not WeightsKind.RANDOM:
+        return build_model(spec.architecture, num_classes)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(zlib.crc32(spec.name.encode()))
+        return build_model(spec.architecture, num_classes)
 
 
 @contextmanager

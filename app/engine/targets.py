@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from app.engine.errors import InvalidTargetError
 
 __all__ = ["class_index"]
+
+_INTEGER = re.compile(r"-?[0-9]+")
+"""ASCII digits only: ``str.isdigit`` also accepts superscripts, which ``int`` refuses."""
 
 
 def class_index(labels: Sequence[str] | None, target: int | str) -> int:
@@ -23,6 +27,6 @@ def class_index(labels: Sequence[str] | None, target: int | str) -> int:
         folded = [label.casefold() for label in labels]
         if text.casefold() in folded:
             return folded.index(text.casefold())
-    if text.lstrip("-").isdigit():
+    if _INTEGER.fullmatch(text):
         return int(text)
     raise InvalidTargetError(f"unknown class label {target!r}")

@@ -1,0 +1,1 @@
+"""Explanation quality: generated scenes with known answers, the demo model, metrics."""

@@ -1,0 +1,106 @@
+"""Helpers for the HTTP tests: serving an app in-process, decoding bodies, checking errors."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import numpy as np
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from numpy.typing import NDArray
+from PIL import Image
+
+from app.config import Settings
+from app.engine.hooks import count_hooks
+from app.main import create_app
+from tests.support import image_bytes
+
+READY_TIMEOUT_S = 30.0
+PNG = "image/png"
+
+
+def make_settings(models_dir: Path, **overrides: Any) -> Settings:
+    """Settings for a test app: CPU, quiet logs, no ``.env`` file, plus ``overrides``."""
+    values: dict[str, Any] = {"models_dir": models_dir, "device": "cpu", "log_level": "warning"}
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def wait_ready(client: TestClient, timeout_s: float = READY_TIMEOUT_S) -> None:
+    """Poll ``/readyz`` until it answers 200, failing after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = client.get("/readyz")
+        if response.status_code == 200:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not ready after {timeout_s} s: {response.text}")
+        time.sleep(0.02)
+
+
+@contextmanager
+def serving(settings: Settings, **client_options: Any) -> Iterator[TestClient]:
+    """A TestClient whose lifespan has run and whose models are all loaded."""
+    with TestClient(create_app(settings), **client_options) as client:
+        wait_ready(client)
+        yield client
+
+
+def post_image(
+    client: TestClient,
+    path: str = "/v1/cam",
+    data: bytes | None = None,
+    *,
+    content_type: str = PNG,
+    params: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> httpx2.Response:
+    """POST ``data`` (default: a small PNG) as the raw body."""
+    body = image_bytes() if data is None else data
+    return client.post(
+        path,
+        content=body,
+        params=params,
+        headers={"content-type": content_type, **(headers or {})},
+    )
+
+
+def decode(body: bytes) -> Image.Image:
+    image = Image.open(io.BytesIO(body))
+    image.load()
+    return image
+
+
+def pixels(body: bytes) -> NDArray[np.uint8]:
+    """The RGB pixels of an encoded image."""
+    return np.asarray(decode(body).convert("RGB"))
+
+
+def assert_error(response: httpx2.Response, status: int, code: str | None = None) -> str:
+    """The response is exactly ``{"error": {"code", "message"}}`` with ``status``; its message."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"code", "message"}
+    assert isinstance(body["error"]["code"], str)
+    assert body["error"]["code"]
+    assert isinstance(body["error"]["message"], str)
+    assert body["error"]["message"].strip()
+    if code is not None:
+        assert body["error"]["code"] == code, body
+    message: str = body["error"]["message"]
+    return message
+
+
+def worker_hook_count(app: FastAPI) -> int:
+    """Hooks left on every model the worker owns (0 between requests)."""
+    engines = app.state.service.worker._engines
+    assert engines, "the worker owns no engines"
+    return sum(count_hooks(engine.model) for engine in engines.values())

@@ -1,0 +1,302 @@
+"""Error mapping: invalid parameters (422), unknown models and routes (404), a full queue (429),
+a passed deadline (504) and real faults (500, with a generic message)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from fastapi.testclient import TestClient
+
+from app.engine.engine import CamEngine, CamMaps
+from app.engine.methods import METHODS
+from app.service import Service
+from tests.api.helpers import assert_error, make_settings, post_image, serving, worker_hook_count
+
+MAX_TOP_K = 4
+QUEUE_SIZE = 2
+BLOCK_TIMEOUT_S = 30.0
+SECRET = "secret-internal-detail-4711"
+
+
+@pytest.fixture(scope="module")
+def client(models_dir: Path) -> Iterator[TestClient]:
+    settings = make_settings(models_dir, max_top_k=MAX_TOP_K, queue_size=QUEUE_SIZE)
+    with serving(settings, raise_server_exceptions=False) as client:
+        yield client
+
+
+def service_of(client: TestClient) -> Service:
+    service: Service = client.app.state.service  # type: ignore[attr-defined]
+    return service
+
+
+def assert_still_serving(client: TestClient) -> None:
+    response = post_image(client, params={"model": "tiny"})
+    assert response.status_code == 200, response.text
+    assert worker_hook_count(client.app) == 0  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------- 422
+
+
+INVALID: list[tuple[str, str, dict[str, str], str, str]] = [
+    # (id, route, query, code, a word the message must contain)
+    ("unknown-method", "/v1/cam", {"method": "gradcam3"}, "unknown_method", "layercam"),
+    ("unknown-method-explain", "/v1/explain", {"method": "gradcam,nope"}, "unknown_method", "nope"),
+    ("empty-method", "/v1/cam", {"method": ""}, "invalid_parameter", "one method"),
+    ("unknown-layer", "/v1/cam", {"layer": "layer9"}, "unknown_layer", "layer4"),
+    ("layer-without-spatial-output", "/v1/cam", {"layer": "fc"}, "unknown_layer", "fc"),
+    ("target-out-of-range", "/v1/cam", {"target": "10"}, "invalid_target", "10"),
+    ("negative-target", "/v1/cam", {"target": "-1"}, "invalid_target", "-1"),
+    ("huge-target", "/v1/cam", {"target": "9" * 30}, "invalid_target", "out of range"),
+    ("unknown-label", "/v1/cam", {"target": "no such shape"}, "invalid_target", "no such shape"),
+    ("alpha-above-one", "/v1/cam", {"alpha": "1.5"}, "invalid_parameter", "alpha"),
+    ("alpha-negative", "/v1/cam", {"alpha": "-0.1"}, "invalid_parameter", "alpha"),
+    ("alpha-not-a-number", "/v1/cam", {"alpha": "half"}, "invalid_parameter", "alpha"),
+    ("alpha-nan", "/v1/explain", {"alpha": "nan"}, "invalid_parameter", "alpha"),
+    ("top-k-above-max", "/v1/explain", {"top_k": str(MAX_TOP_K + 1)}, "invalid_target", "top_k"),
+    ("top-k-zero", "/v1/explain", {"top_k": "0"}, "invalid_parameter", "top_k"),
+    ("top-k-on-cam", "/v1/cam", {"top_k": "2"}, "invalid_parameter", "top_k"),
+    ("unknown-colormap", "/v1/cam", {"colormap": "rainbow"}, "invalid_parameter", "viridis"),
+    ("unknown-format", "/v1/cam", {"format": "gif"}, "invalid_parameter", "format"),
+    ("unknown-query-parameter", "/v1/cam", {"colour": "red"}, "invalid_parameter", "colour"),
+    (
+        "target-with-top-k",
+        "/v1/explain",
+        {"target": "1", "top_k": "2"},
+        "invalid_target",
+        "top_k",
+    ),
+    (
+        "several-methods-on-cam",
+        "/v1/cam",
+        {"method": "gradcam,layercam"},
+        "invalid_parameter",
+        "/v1/explain",
+    ),
+    (
+        "unknown-include",
+        "/v1/explain",
+        {"include": "raw_map,everything"},
+        "invalid_parameter",
+        "everything",
+    ),
+    ("include-on-cam", "/v1/cam", {"include": "raw_map"}, "invalid_parameter", "include"),
+]
+
+
+@pytest.mark.parametrize(
+    ("route", "query", "code", "mentions"),
+    [case[1:] for case in INVALID],
+    ids=[case[0] for case in INVALID],
+)
+def test_invalid_parameter_is_422(
+    client: TestClient, route: str, query: dict[str, str], code: str, mentions: str
+) -> None:
+    response = post_image(client, route, params={"model": "tiny", **query})
+    message = assert_error(response, 422, code)
+    assert mentions in message
+    assert_still_serving(client)
+
+
+@pytest.mark.parametrize("target", ["²", "¹⁰", "-³"], ids=["sup-2", "sup-10", "minus-sup-3"])
+def test_target_with_superscript_digits_is_422_not_500(client: TestClient, target: str) -> None:
+    response = post_image(client, params={"model": "tiny", "target": target})
+    assert_error(response, 422, "invalid_target")
+
+
+def test_unknown_layer_message_lists_the_candidates(client: TestClient) -> None:
+    message = assert_error(
+        post_image(client, params={"model": "tiny", "layer": "layer9"}), 422, "unknown_layer"
+    )
+    for candidate in ("layer1", "layer2", "layer3", "layer4"):
+        assert candidate in message
+
+
+def test_unknown_method_message_lists_every_method(client: TestClient) -> None:
+    message = assert_error(post_image(client, params={"method": "x"}), 422, "unknown_method")
+    for method in METHODS:
+        assert method in message
+
+
+def test_method_not_applicable_to_the_model_is_422(client: TestClient) -> None:
+    # mobilenet_v3_small's head has a hidden layer, so CAM's classifier-weight trick fails.
+    response = post_image(client, params={"model": "mini", "method": "cam"})
+    message = assert_error(response, 422, "method_not_applicable")
+    assert "gradcam" in message
+    assert_still_serving(client)
+
+
+def test_parameters_are_checked_before_the_upload(client: TestClient) -> None:
+    bad_body = client.post(
+        "/v1/cam",
+        params={"model": "tiny", "alpha": "3"},
+        content=b"not an image",
+        headers={"content-type": "text/plain"},
+    )
+    assert_error(bad_body, 422, "invalid_parameter")
+    unknown_model = client.post(
+        "/v1/cam", params={"model": "nope"}, content=b"", headers={"content-type": "text/plain"}
+    )
+    assert_error(unknown_model, 404, "unknown_model")
+
+
+# ---------------------------------------------------------------------------- 404, 405
+
+
+@pytest.mark.parametrize("route", ["/v1/cam", "/v1/explain"])
+def test_unknown_model_is_404(client: TestClient, route: str) -> None:
+    message = assert_error(post_image(client, route, params={"model": "resnet9000"}), 404)
+    assert "resnet9000" in message
+    assert client.post(route, params={"model": "resnet9000"}).json()["error"]["code"] == (
+        "unknown_model"
+    )
+
+
+def test_unknown_route_is_a_json_404(client: TestClient) -> None:
+    assert_error(client.get("/v2/cam"), 404, "not_found")
+
+
+def test_wrong_http_method_is_a_json_405(client: TestClient) -> None:
+    response = client.get("/v1/cam")
+    assert_error(response, 405, "method_not_allowed")
+    assert "POST" in response.headers["allow"]
+
+
+# ---------------------------------------------------------------------------- 500
+
+
+def test_fault_in_the_worker_is_a_generic_500_and_the_next_request_succeeds(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_render(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError(SECRET)
+
+    with monkeypatch.context() as patch:
+        patch.setattr("app.worker.render", broken_render)
+        for route in ("/v1/cam", "/v1/explain"):
+            response = post_image(client, route, params={"model": "tiny"})
+            message = assert_error(response, 500, "internal_error")
+            assert SECRET not in response.text
+            assert "RuntimeError" not in response.text
+            assert message == "internal server error; see the server log"
+    assert_still_serving(client)
+
+
+def test_fault_while_encoding_is_a_generic_500(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_encode(*_args: object, **_kwargs: object) -> bytes:
+        raise ValueError(SECRET)
+
+    with monkeypatch.context() as patch:
+        patch.setattr("app.service.encode_image", broken_encode)
+        response = post_image(client, params={"model": "tiny"})
+        assert_error(response, 500, "internal_error")
+        assert SECRET not in response.text
+    assert_still_serving(client)
+
+
+def test_faults_are_counted_as_500(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_render(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError(SECRET)
+
+    with monkeypatch.context() as patch:
+        patch.setattr("app.worker.render", broken_render)
+        assert post_image(client, params={"model": "tiny"}).status_code == 500
+    metrics = client.get("/metrics").text
+    assert 'camserve_requests_total{route="/v1/cam",status="500"}' in metrics
+
+
+# ---------------------------------------------------------------------------- 429, 504
+
+
+class BlockedEngine:
+    """Holds the worker inside ``engine.compute`` until released."""
+
+    def __init__(self, engine: CamEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        compute = engine.compute
+
+        def blocked(*args: Any, **kwargs: Any) -> CamMaps:
+            self.entered.set()
+            assert self.release.wait(BLOCK_TIMEOUT_S)
+            return compute(*args, **kwargs)
+
+        monkeypatch.setattr(engine, "compute", blocked)
+
+
+@pytest.fixture
+def blocked(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> Iterator[BlockedEngine]:
+    engine = service_of(client).worker._engines["tiny"]
+    holder = BlockedEngine(engine, monkeypatch)
+    try:
+        yield holder
+    finally:
+        holder.release.set()
+
+
+def wait_for_depth(client: TestClient, depth: int) -> None:
+    worker = service_of(client).worker
+    for _ in range(3000):
+        if worker.depth == depth:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"queue depth {worker.depth}, expected {depth}")
+
+
+def test_full_queue_is_429_with_retry_after(client: TestClient, blocked: BlockedEngine) -> None:
+    with ThreadPoolExecutor(max_workers=QUEUE_SIZE + 1) as pool:
+        running = pool.submit(post_image, client, params={"model": "tiny"})
+        assert blocked.entered.wait(BLOCK_TIMEOUT_S)  # the worker holds that job
+        waiting: list[Future[httpx2.Response]] = [
+            pool.submit(post_image, client, params={"model": "tiny", "target": str(i)})
+            for i in range(QUEUE_SIZE)
+        ]
+        wait_for_depth(client, QUEUE_SIZE)
+
+        refused = post_image(client, params={"model": "tiny"})
+        message = assert_error(refused, 429, "queue_full")
+        assert "queue" in message
+        assert int(refused.headers["retry-after"]) >= 1
+        assert service_of(client).worker.depth == QUEUE_SIZE
+
+        blocked.release.set()
+        answers = [running.result(BLOCK_TIMEOUT_S)] + [
+            future.result(BLOCK_TIMEOUT_S) for future in waiting
+        ]
+    assert [answer.status_code for answer in answers] == [200] * (QUEUE_SIZE + 1)
+    assert [answer.headers["x-camserve-class"] for answer in answers[1:]] == ["0", "1"]
+    assert_still_serving(client)
+
+
+def test_more_methods_than_the_queue_holds_is_429_and_queues_nothing(
+    client: TestClient,
+) -> None:
+    response = post_image(
+        client, "/v1/explain", params={"model": "tiny", "method": "gradcam,layercam,eigencam"}
+    )
+    assert_error(response, 429, "queue_full")
+    assert service_of(client).worker.depth == 0
+    assert_still_serving(client)
+
+
+def test_passed_deadline_is_504(
+    client: TestClient, blocked: BlockedEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = service_of(client)
+    quick = service.settings.model_copy(update={"request_timeout_s": 0.3})
+    with monkeypatch.context() as patch:
+        patch.setattr(service, "settings", quick)
+        response = post_image(client, params={"model": "tiny"})
+    message = assert_error(response, 504, "deadline_exceeded")
+    assert "0.3 s" in message
+    blocked.release.set()
+    assert_still_serving(client)

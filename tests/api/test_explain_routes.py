@@ -1,0 +1,367 @@
+"""``POST /v1/cam`` and ``POST /v1/explain``: bodies, formats, headers, targets, methods."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from app.engine.colormaps import colormap_table
+from tests.api.helpers import PNG, decode, make_settings, pixels, post_image, serving
+from tests.support import TINY_LABELS, image_bytes
+
+WIDTH, HEIGHT = 80, 60
+IMAGE = image_bytes(WIDTH, HEIGHT, seed=1)
+TINY = {"model": "tiny"}
+
+
+@pytest.fixture(scope="module")
+def client(models_dir: Path) -> Iterator[TestClient]:
+    with serving(make_settings(models_dir)) as client:
+        yield client
+
+
+def explain(client: TestClient, data: bytes = IMAGE, **params: Any) -> dict[str, Any]:
+    response = post_image(client, "/v1/explain", data, params={**TINY, **params})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def b64_image(text: str) -> Image.Image:
+    return decode(base64.b64decode(text))
+
+
+# ---------------------------------------------------------------------------- /v1/cam bodies
+
+
+def test_cam_accepts_the_multipart_field_image(client: TestClient) -> None:
+    response = client.post("/v1/cam", params=TINY, files={"image": ("photo.png", IMAGE, PNG)})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "image/png"
+    assert decode(response.content).size == (WIDTH, HEIGHT)
+
+
+@pytest.mark.parametrize(
+    ("file_format", "content_type"), [("PNG", "image/png"), ("JPEG", "image/jpeg")]
+)
+def test_cam_accepts_raw_image_bodies(
+    client: TestClient, file_format: str, content_type: str
+) -> None:
+    data = image_bytes(WIDTH, HEIGHT, file_format, seed=2)
+    response = post_image(client, data=data, content_type=content_type, params=TINY)
+    assert response.status_code == 200, response.text
+    assert decode(response.content).size == (WIDTH, HEIGHT)
+
+
+def test_multipart_and_raw_uploads_give_the_same_overlay(client: TestClient) -> None:
+    raw = post_image(client, data=IMAGE, params=TINY)
+    multipart = client.post("/v1/cam", params=TINY, files={"image": ("a.png", IMAGE, PNG)})
+    assert raw.status_code == multipart.status_code == 200
+    assert np.array_equal(pixels(raw.content), pixels(multipart.content))
+
+
+@pytest.mark.parametrize(
+    ("image_format", "media_type", "pillow_format"),
+    [("png", "image/png", "PNG"), ("jpeg", "image/jpeg", "JPEG"), ("webp", "image/webp", "WEBP")],
+)
+@pytest.mark.parametrize(("width", "height"), [(WIDTH, HEIGHT), (123, 45)])
+def test_cam_returns_the_requested_format_at_the_original_size(
+    client: TestClient,
+    image_format: str,
+    media_type: str,
+    pillow_format: str,
+    width: int,
+    height: int,
+) -> None:
+    data = image_bytes(width, height, seed=3)
+    response = post_image(client, data=data, params={**TINY, "format": image_format})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == media_type
+    overlay = decode(response.content)
+    assert overlay.format == pillow_format
+    assert overlay.size == (width, height)
+    assert overlay.mode == "RGB"
+
+
+# ---------------------------------------------------------------------------- headers, targets
+
+
+def test_cam_headers_describe_the_explained_class(client: TestClient) -> None:
+    response = post_image(client, data=IMAGE, params=TINY)
+    assert response.status_code == 200, response.text
+    top = explain(client)["predictions"][0]
+    headers = response.headers
+    assert int(headers["x-camserve-class"]) == top["index"]
+    assert headers["x-camserve-label"] == quote(TINY_LABELS[top["index"]])
+    assert unquote(headers["x-camserve-label"]) == top["label"] == TINY_LABELS[top["index"]]
+    assert " " not in headers["x-camserve-label"]  # labels with spaces arrive percent-encoded
+    assert float(headers["x-camserve-score"]) == pytest.approx(top["probability"], abs=2e-6)
+    assert headers["x-camserve-model"] == "tiny"
+    assert headers["x-camserve-method"] == "gradcam"
+    assert headers["x-camserve-layer"] == "layer4"
+
+
+def test_cam_default_model_and_layer(client: TestClient) -> None:
+    response = post_image(client, data=IMAGE)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-camserve-model"] == "mini"  # the first manifest, by name
+    assert response.headers["x-camserve-layer"] == "features"
+
+
+def test_cam_layer_parameter_selects_the_layer(client: TestClient) -> None:
+    response = post_image(client, data=IMAGE, params={**TINY, "layer": "layer3"})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-camserve-layer"] == "layer3"
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"), [("3", 3), ("0", 0), ("shape 5", 5), ("SHAPE 8", 8), (" 9 ", 9)]
+)
+def test_cam_target_by_index_or_label(client: TestClient, target: str, expected: int) -> None:
+    response = post_image(client, data=IMAGE, params={**TINY, "target": target})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-camserve-class"] == str(expected)
+    assert unquote(response.headers["x-camserve-label"]) == TINY_LABELS[expected]
+    explained = explain(client, target=str(expected))["explanations"][0]
+    assert explained["class_index"] == expected
+    score = float(response.headers["x-camserve-score"])
+    assert score == pytest.approx(explained["probability"], abs=2e-6)
+
+
+def test_cam_score_is_the_softmax_probability_of_the_class(client: TestClient) -> None:
+    body = explain(client)
+    for prediction in body["predictions"][:3]:
+        response = post_image(
+            client, data=IMAGE, params={**TINY, "target": str(prediction["index"])}
+        )
+        assert response.status_code == 200
+        score = float(response.headers["x-camserve-score"])
+        assert score == pytest.approx(prediction["probability"], abs=2e-6)
+
+
+def test_cam_label_target_percent_encoded_in_the_url(client: TestClient) -> None:
+    response = client.post(
+        "/v1/cam?model=tiny&target=shape%204", content=IMAGE, headers={"content-type": PNG}
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["x-camserve-class"] == "4"
+    assert response.headers["x-camserve-label"] == "shape%204"
+
+
+# ---------------------------------------------------------------------------- alpha, colormaps
+
+
+def test_alpha_zero_returns_the_original_pixels_exactly(client: TestClient) -> None:
+    response = post_image(client, data=IMAGE, params={**TINY, "alpha": "0"})
+    assert response.status_code == 200, response.text
+    assert np.array_equal(pixels(response.content), pixels(IMAGE))
+
+
+def test_alpha_one_returns_pure_colormap_colours(client: TestClient) -> None:
+    response = post_image(client, data=IMAGE, params={**TINY, "alpha": "1"})
+    assert response.status_code == 200, response.text
+    overlay = pixels(response.content).reshape(-1, 3)
+    table = colormap_table("jet", torch.device("cpu")).numpy()
+    colours = {tuple(colour) for colour in table.tolist()}
+    assert {tuple(colour) for colour in overlay.tolist()} <= colours
+    assert len(np.unique(overlay, axis=0)) > 1  # a real map, not a flat fill
+
+
+@pytest.mark.parametrize("colormap", ["jet", "viridis", "gray"])
+def test_alpha_one_overlay_is_the_colormapped_heatmap(client: TestClient, colormap: str) -> None:
+    explained = explain(client, alpha="1", colormap=colormap)["explanations"][0]
+    heatmap = np.asarray(b64_image(explained["heatmap"]))
+    overlay = np.asarray(b64_image(explained["overlay"]).convert("RGB"))
+    table = colormap_table(colormap, torch.device("cpu")).numpy()
+    assert np.array_equal(overlay, table[heatmap])
+    cam = post_image(client, data=IMAGE, params={**TINY, "alpha": "1", "colormap": colormap})
+    assert np.array_equal(pixels(cam.content), overlay)
+
+
+def test_half_alpha_blends_colour_and_original(client: TestClient) -> None:
+    explained = explain(client, alpha="0.5")["explanations"][0]
+    heatmap = np.asarray(b64_image(explained["heatmap"]))
+    overlay = np.asarray(b64_image(explained["overlay"]).convert("RGB")).astype(float)
+    table = colormap_table("jet", torch.device("cpu")).numpy().astype(float)
+    expected = 0.5 * table[heatmap] + 0.5 * pixels(IMAGE)
+    assert np.abs(overlay - expected).max() <= 1.0
+
+
+# ---------------------------------------------------------------------------- methods
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["method=gradcam%2B%2B", "method=gradcampp", "method=gradcam++", "method=GradCAM%2B%2B"],
+)
+def test_every_spelling_of_gradcam_plus_plus_selects_it(client: TestClient, query: str) -> None:
+    response = client.post(
+        f"/v1/cam?model=tiny&{query}", content=IMAGE, headers={"content-type": PNG}
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["x-camserve-method"] == "gradcam++"
+    reference = post_image(client, data=IMAGE, params={**TINY, "method": "gradcam++"})
+    assert np.array_equal(pixels(response.content), pixels(reference.content))
+
+
+def test_unescaped_plus_really_arrives_as_spaces(client: TestClient) -> None:
+    response = client.post(
+        "/v1/explain?model=tiny&method=gradcam++,cam", content=IMAGE, headers={"content-type": PNG}
+    )
+    assert b"gradcam++" in response.request.url.query  # sent unescaped: the server sees spaces
+    assert response.status_code == 200, response.text
+    assert response.json()["methods"] == ["gradcam++", "cam"]
+
+
+@pytest.mark.parametrize(
+    "method",
+    ["cam", "gradcam", "gradcam++", "xgradcam", "hirescam", "layercam", "scorecam", "eigencam"],
+)
+def test_cam_serves_every_method(client: TestClient, method: str) -> None:
+    # Score-CAM runs one masked pass per channel: layer1 (64 channels) keeps it quick.
+    layer = "layer1" if method == "scorecam" else "layer4"
+    response = post_image(client, data=IMAGE, params={**TINY, "method": method, "layer": layer})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-camserve-method"] == method
+    assert decode(response.content).size == (WIDTH, HEIGHT)
+
+
+# ---------------------------------------------------------------------------- /v1/explain
+
+
+def test_explain_several_methods_and_top_k(client: TestClient) -> None:
+    methods = ["gradcam", "layercam", "eigencam"]
+    body = explain(client, method=",".join(methods), top_k="3")
+    assert body["model"] == "tiny"
+    assert body["layer"] == "layer4"
+    assert body["methods"] == methods
+    assert (body["width"], body["height"]) == (WIDTH, HEIGHT)
+    explanations = body["explanations"]
+    assert len(explanations) == len(methods) * 3
+    predictions = body["predictions"]
+    for index, explained in enumerate(explanations):
+        rank = index % 3
+        assert explained["method"] == methods[index // 3]
+        assert explained["rank"] == rank + 1
+        assert explained["class_index"] == predictions[rank]["index"]
+        assert explained["label"] == TINY_LABELS[explained["class_index"]]
+        assert explained["probability"] == pytest.approx(predictions[rank]["probability"])
+
+
+def test_explain_predictions_are_sorted_probabilities(client: TestClient) -> None:
+    predictions = explain(client)["predictions"]
+    assert len(predictions) == 5
+    probabilities = [prediction["probability"] for prediction in predictions]
+    assert probabilities == sorted(probabilities, reverse=True)
+    assert all(0.0 <= p <= 1.0 for p in probabilities)
+    assert sum(probabilities) <= 1.0 + 1e-6
+    assert len({prediction["index"] for prediction in predictions}) == 5
+    for prediction in predictions:
+        assert prediction["label"] == TINY_LABELS[prediction["index"]]
+
+
+def test_explain_lists_at_least_top_k_predictions(client: TestClient) -> None:
+    body = explain(client, top_k="7")
+    assert len(body["predictions"]) == 7
+    assert [e["class_index"] for e in body["explanations"]] == [
+        p["index"] for p in body["predictions"]
+    ]
+
+
+def test_explain_all_probabilities_sum_to_one(client: TestClient) -> None:
+    body = explain(client, top_k="10")
+    assert sum(p["probability"] for p in body["predictions"]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_explain_images_are_base64_at_the_original_size(client: TestClient) -> None:
+    body = explain(client, method="gradcam,hirescam", top_k="2")
+    for explained in body["explanations"]:
+        heatmap = b64_image(explained["heatmap"])
+        assert heatmap.format == "PNG"
+        assert heatmap.mode == "L"
+        assert heatmap.size == (WIDTH, HEIGHT)
+        assert np.asarray(heatmap).max() == 255  # normalised to the full 8-bit range
+        overlay = b64_image(explained["overlay"])
+        assert overlay.size == (WIDTH, HEIGHT)
+        assert overlay.format == "PNG"
+        assert explained["overlay_media_type"] == "image/png"
+
+
+@pytest.mark.parametrize(
+    ("image_format", "media_type", "pillow_format"),
+    [("jpeg", "image/jpeg", "JPEG"), ("webp", "image/webp", "WEBP")],
+)
+def test_explain_overlay_format(
+    client: TestClient, image_format: str, media_type: str, pillow_format: str
+) -> None:
+    explained = explain(client, format=image_format)["explanations"][0]
+    assert explained["overlay_media_type"] == media_type
+    overlay = b64_image(explained["overlay"])
+    assert overlay.format == pillow_format
+    assert overlay.size == (WIDTH, HEIGHT)
+    assert b64_image(explained["heatmap"]).format == "PNG"  # heatmaps are always PNG
+
+
+def test_explain_raw_map_only_on_request(client: TestClient) -> None:
+    without = explain(client)["explanations"][0]
+    assert without.get("raw_map") is None
+    body = explain(client, include="raw_map", top_k="2")
+    for explained in body["explanations"]:
+        raw = np.asarray(explained["raw_map"], dtype=float)
+        # resnet18's layer4 at a 64-pixel input: stride 32, so 2×2.
+        assert raw.shape == (2, 2)
+        assert raw.min() >= 0.0
+        assert raw.max() <= 1.0
+
+
+def test_explain_raw_map_has_the_layer_resolution(client: TestClient) -> None:
+    body = explain(client, include="raw_map", layer="layer2")
+    raw = np.asarray(body["explanations"][0]["raw_map"], dtype=float)
+    assert raw.shape == (8, 8)
+    assert raw.max() == pytest.approx(1.0)
+    assert raw.min() >= 0.0
+
+
+def test_explain_target_explains_that_class(client: TestClient) -> None:
+    body = explain(client, target="shape 6", method="gradcam,cam")
+    assert [e["class_index"] for e in body["explanations"]] == [6, 6]
+    assert [e["method"] for e in body["explanations"]] == ["gradcam", "cam"]
+
+
+def test_explain_repeated_methods_are_explained_once(client: TestClient) -> None:
+    body = explain(client, method="gradcam, gradcam,GRADCAM")
+    assert body["methods"] == ["gradcam"]
+    assert len(body["explanations"]) == 1
+
+
+def test_explain_timings_are_present_and_not_negative(client: TestClient) -> None:
+    timings = explain(client, method="gradcam,layercam")["timings"]
+    assert set(timings) == {"queue_wait_ms", "compute_ms", "encode_ms", "total_ms"}
+    assert all(isinstance(value, float) for value in timings.values())
+    assert all(value >= 0.0 for value in timings.values())
+    assert timings["total_ms"] >= timings["encode_ms"]
+    assert timings["total_ms"] >= timings["compute_ms"] / 2  # the methods may share a batch window
+
+
+def test_explain_accepts_multipart(client: TestClient) -> None:
+    response = client.post(
+        "/v1/explain", params=TINY, files={"image": ("photo.png", io.BytesIO(IMAGE), PNG)}
+    )
+    assert response.status_code == 200, response.text
+    assert (response.json()["width"], response.json()["height"]) == (WIDTH, HEIGHT)
+
+
+def test_explain_and_cam_agree_on_the_overlay(client: TestClient) -> None:
+    cam = post_image(client, data=IMAGE, params={**TINY, "method": "layercam", "target": "2"})
+    explained = explain(client, method="layercam", target="2")["explanations"][0]
+    assert np.array_equal(pixels(cam.content), np.asarray(b64_image(explained["overlay"])))

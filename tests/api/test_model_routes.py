@@ -1,0 +1,142 @@
+"""``GET /v1/models``: what each served model offers, and the models that failed to load."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.engine.methods import METHODS
+from tests.api.helpers import assert_error, make_settings, post_image, serving
+from tests.support import TINY_LABELS, write_test_models
+
+MODEL_FIELDS = {
+    "name",
+    "architecture",
+    "description",
+    "weights",
+    "num_classes",
+    "labels",
+    "default_layer",
+    "candidate_layers",
+    "methods",
+    "input_size",
+    "device",
+}
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """``tiny`` and ``mini`` load; ``broken`` names a checkpoint file that does not exist."""
+    folder = write_test_models(tmp_path_factory.mktemp("models"))
+    (folder / "broken.toml").write_text(
+        'name = "broken"\narchitecture = "resnet18"\nweights = "missing-checkpoint.pt"\n'
+        "num_classes = 3\ninput_size = 64\n"
+    )
+    with serving(make_settings(folder)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def listing(client: TestClient) -> dict[str, Any]:
+    response = client.get("/v1/models")
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def model(listing: dict[str, Any], name: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [entry for entry in listing["models"] if entry["name"] == name]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_models_lists_the_loaded_models_only(listing: dict[str, Any]) -> None:
+    assert set(listing) == {"models", "failed"}
+    assert sorted(entry["name"] for entry in listing["models"]) == ["mini", "tiny"]
+    for entry in listing["models"]:
+        assert set(entry) == MODEL_FIELDS
+
+
+def test_tiny_model_fields(listing: dict[str, Any]) -> None:
+    tiny = model(listing, "tiny")
+    assert tiny["architecture"] == "resnet18"
+    assert tiny["num_classes"] == 10
+    assert tiny["labels"] == TINY_LABELS
+    assert tiny["default_layer"] == "layer4"
+    assert tiny["input_size"] == [64, 64]
+    assert tiny["device"] == "cpu"
+    assert tiny["methods"] == list(METHODS)
+    assert isinstance(tiny["weights"], str)
+    assert tiny["weights"]
+    assert tiny["description"] == ""
+
+
+def test_candidate_layers_are_in_execution_order_and_include_the_default(
+    listing: dict[str, Any],
+) -> None:
+    candidates = model(listing, "tiny")["candidate_layers"]
+    assert "layer4" in candidates
+    assert candidates.index("layer1") < candidates.index("layer2") < candidates.index("layer4")
+    assert "fc" not in candidates  # no spatial output
+    assert "avgpool" not in candidates  # 1×1: no spatial information
+    assert len(candidates) == len(set(candidates))
+
+
+def test_mini_model_fields(listing: dict[str, Any]) -> None:
+    mini = model(listing, "mini")
+    assert mini["architecture"] == "mobilenet_v3_small"
+    assert mini["num_classes"] == 5
+    assert len(mini["labels"]) == 5
+    assert len(set(mini["labels"])) == 5
+    assert mini["default_layer"] in mini["candidate_layers"]
+    assert mini["methods"] == list(METHODS)
+    assert mini["device"] == "cpu"
+
+
+def test_a_model_that_fails_to_load_is_listed_with_its_reason(listing: dict[str, Any]) -> None:
+    assert set(listing["failed"]) == {"broken"}
+    message = listing["failed"]["broken"]
+    assert "broken" in message
+    assert "missing-checkpoint.pt" in message
+
+
+def test_readiness_reports_the_failed_model_while_the_others_serve(client: TestClient) -> None:
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["ready"] is True
+    assert body["models"] == {"broken": "failed", "mini": "ready", "tiny": "ready"}
+    assert set(body["failed"]) == {"broken"}
+
+
+def test_the_other_models_serve(client: TestClient) -> None:
+    for name in ("tiny", "mini"):
+        response = post_image(client, params={"model": name})
+        assert response.status_code == 200, response.text
+        assert response.headers["x-camserve-model"] == name
+
+
+def test_the_failed_model_answers_404_with_its_reason(client: TestClient) -> None:
+    message = assert_error(post_image(client, params={"model": "broken"}), 404, "unknown_model")
+    assert "missing-checkpoint.pt" in message
+    assert "tiny" in message  # lists the served models
+
+
+def test_unknown_model_is_404_listing_the_served_models(client: TestClient) -> None:
+    message = assert_error(post_image(client, params={"model": "nope"}), 404, "unknown_model")
+    assert "'nope'" in message
+    assert "mini" in message
+    assert "tiny" in message
+
+
+def test_the_listing_matches_what_the_engines_serve(client: TestClient) -> None:
+    engines = client.app.state.service.worker._engines  # type: ignore[attr-defined]
+    assert sorted(engines) == ["mini", "tiny"]
+    for name, engine in engines.items():
+        response = client.get("/v1/models").json()
+        entry = model(response, name)
+        assert entry["default_layer"] == engine.layer
+        assert entry["candidate_layers"] == engine.candidate_layers

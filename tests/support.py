@@ -1,0 +1,37 @@
+"""Helpers shared by the service tests: small random-weight models that load in a second."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+TINY_LABELS = [f"shape {i}" for i in range(10)]
+
+
+def write_test_models(folder: Path) -> Path:
+    """Two quick models: ``tiny`` (resnet18, 10 classes) and ``mini`` (mobilenet_v3_small, 5
+    classes), both random-initialised (seeded by the loader's torch seed) at 64×64 input."""
+    folder.mkdir(parents=True, exist_ok=True)
+    labels = ", ".join(f'"{label}"' for label in TINY_LABELS)
+    (folder / "tiny.toml").write_text(
+        'name = "tiny"\narchitecture = "resnet18"\nweights = "random"\n'
+        f"num_classes = 10\nlabels = [{labels}]\ninput_size = 64\n"
+    )
+    (folder / "mini.toml").write_text(
+        'name = "mini"\narchitecture = "mobilenet_v3_small"\nweights = "random"\n'
+        "num_classes = 5\ninput_size = 64\n"
+    )
+    return folder
+
+
+def image_bytes(
+    width: int = 80, height: int = 60, image_format: str = "PNG", seed: int = 0
+) -> bytes:
+    """A random RGB image, encoded."""
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, image_format)
+    return buffer.getvalue()

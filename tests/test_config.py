@@ -1,0 +1,70 @@
+"""Settings: environment variables, comma lists, overrides and fail-fast validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.config import load_settings
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir("/")  # no .env file here
+    settings = load_settings()
+    assert settings.host == "127.0.0.1"
+    assert settings.port == 8000
+    assert settings.models_dir == Path("models")
+    assert settings.max_batch_size == 8
+    assert settings.api_key is None
+    assert settings.models == []
+
+
+def test_environment_and_comma_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAMSERVE_PORT", "9001")
+    monkeypatch.setenv("CAMSERVE_MODELS", "a, b ,c")
+    monkeypatch.setenv("CAMSERVE_CORS_ORIGINS", "http://x.test,http://y.test")
+    monkeypatch.setenv("CAMSERVE_API_KEY", "s3cret")
+    settings = load_settings()
+    assert settings.port == 9001
+    assert settings.models == ["a", "b", "c"]
+    assert settings.cors_origins == ["http://x.test", "http://y.test"]
+    assert settings.api_key is not None
+    assert settings.api_key.get_secret_value() == "s3cret"
+    assert "s3cret" not in repr(settings)
+
+
+def test_overrides_win_and_none_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAMSERVE_PORT", "9001")
+    assert load_settings(port=9100).port == 9100
+    assert load_settings(port=None).port == 9001
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("CAMSERVE_PORT", "70000", "port"),
+        ("CAMSERVE_MAX_BATCH_SIZE", "0", "max_batch_size"),
+        ("CAMSERVE_AUTOCAST", "fp8", "none, bf16, fp16"),
+        ("CAMSERVE_LOG_LEVEL", "loud", "log_level"),
+    ],
+)
+def test_bad_values_fail_fast_with_the_field_named(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError, match=message):
+        load_settings()
+
+
+def test_default_model_must_be_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAMSERVE_MODELS", "a,b")
+    monkeypatch.setenv("CAMSERVE_DEFAULT_MODEL", "c")
+    with pytest.raises(ValidationError, match="not among the served models"):
+        load_settings()
+
+
+def test_blank_api_key_means_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAMSERVE_API_KEY", "  ")
+    assert load_settings().api_key is None

@@ -1,0 +1,654 @@
+"""BatchingWorker: real engines over SmallConvNet, a real asyncio loop, a real worker thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+import torch
+from torch import Tensor
+
+from app.engine.engine import CamEngine, CamMaps
+from app.engine.errors import (
+    MethodNotApplicableError,
+    QueueFullError,
+    ShuttingDownError,
+    UnknownModelError,
+)
+from app.engine.hooks import count_hooks
+from app.engine.preprocess import Preprocessing
+from app.engine.render import render
+from app.metrics import Metrics
+from app.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions
+from tests.engine.models_for_tests import SmallConvNet
+
+T = TypeVar("T")
+
+WAIT_LIMIT_S = 30.0
+"""Upper bound for any wait on the worker; a hang fails the test instead of blocking CI."""
+
+SMALL = BatchKey("small", "features", "gradcam", 1)
+
+
+class ExplodingNet(SmallConvNet):
+    """Runs its feature extractor (so the capture hook fires), then raises."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        self.features(x)
+        raise RuntimeError("model exploded")
+
+
+class ComputeSpy:
+    """Records every ``engine.compute`` call the worker makes: (method, layer, top_k, images)."""
+
+    def __init__(self, engine: CamEngine) -> None:
+        self.calls: list[tuple[str, str | None, int, int]] = []
+        self._compute = engine.compute
+        engine.compute = self  # type: ignore[method-assign,assignment]
+
+    def __call__(
+        self, inputs: Tensor, method: str, targets: Any, *, top_k: int, layer: str | None
+    ) -> CamMaps:
+        self.calls.append((method, layer, top_k, int(inputs.shape[0])))
+        return self._compute(inputs, method, targets, top_k=top_k, layer=layer)
+
+    @property
+    def images(self) -> int:
+        return sum(call[3] for call in self.calls)
+
+
+def small_engine(model: torch.nn.Module | None = None) -> CamEngine:
+    return CamEngine(
+        model or SmallConvNet(),
+        "features",
+        preprocessing=Preprocessing(input_size=(32, 32)),
+        device="cpu",
+    )
+
+
+def random_image(height: int = 24, width: int = 32, seed: int = 0) -> Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (3, height, width), dtype=torch.uint8, generator=generator)
+
+
+def make_worker(
+    engines: dict[str, CamEngine],
+    *,
+    max_batch_size: int = 8,
+    max_wait_s: float = 0.005,
+    queue_size: int = 64,
+    startup: Callable[[], dict[str, CamEngine]] | None = None,
+) -> tuple[BatchingWorker, Metrics]:
+    metrics = Metrics()
+    worker = BatchingWorker(
+        max_batch_size=max_batch_size,
+        max_wait_s=max_wait_s,
+        queue_size=queue_size,
+        metrics=metrics,
+        startup=startup or (lambda: engines),
+    )
+    return worker, metrics
+
+
+def make_job(
+    key: BatchKey = SMALL,
+    image: Tensor | None = None,
+    *,
+    target: int | None = None,
+    options: RenderOptions | None = None,
+    deadline_s: float = WAIT_LIMIT_S,
+) -> Job:
+    """A job on the running loop; ``deadline_s`` is relative to now (negative: already past)."""
+    return Job(
+        key=key,
+        image=random_image() if image is None else image,
+        target=target,
+        render=options or RenderOptions(),
+        future=asyncio.get_running_loop().create_future(),
+        deadline=time.monotonic() + deadline_s,
+    )
+
+
+async def outcomes(jobs: Sequence[Job]) -> list[JobResult | BaseException]:
+    """Every job's result or error, bounded by ``WAIT_LIMIT_S``."""
+    gathered = asyncio.gather(*(job.future for job in jobs), return_exceptions=True)
+    return list(await asyncio.wait_for(gathered, WAIT_LIMIT_S))
+
+
+async def results(jobs: Sequence[Job]) -> list[JobResult]:
+    answers = await outcomes(jobs)
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+    return [answer for answer in answers if isinstance(answer, JobResult)]
+
+
+async def stop(worker: BatchingWorker) -> None:
+    await asyncio.to_thread(worker.stop, WAIT_LIMIT_S)
+    assert not worker._thread.is_alive()
+    await asyncio.sleep(0)  # let the last call_soon_threadsafe callbacks run
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coroutine)
+
+
+def got_no_result(job: Job) -> bool:
+    """The job was not answered with a result (pending, cancelled, or failed)."""
+    future = job.future
+    return not future.done() or future.cancelled() or future.exception() is not None
+
+
+def batch_metric(metrics: Metrics, suffix: str) -> float:
+    value = metrics.registry.get_sample_value(f"camserve_batch_size_{suffix}")
+    return 0.0 if value is None else value
+
+
+# ---------------------------------------------------------------------------- results
+
+
+@pytest.mark.parametrize(
+    ("method", "ranks"),
+    [("gradcam", 1), ("gradcam++", 2), ("scorecam", 1), ("eigencam", 2), ("cam", 1)],
+)
+def test_each_job_gets_exactly_its_own_result(method: str, ranks: int) -> None:
+    engine = small_engine()
+    key = BatchKey("small", "features", method, ranks)
+    sizes = [(24, 32), (40, 20), (24, 32), (17, 45)]
+    targets: list[int | None] = [None, 2, None, 4] if ranks == 1 else [None] * 4
+    options = [
+        RenderOptions(0.5, "jet"),
+        RenderOptions(0.3, "viridis"),
+        RenderOptions(0.5, "jet"),
+        RenderOptions(1.0, "gray"),
+    ]
+    images = [random_image(h, w, seed=i) for i, (h, w) in enumerate(sizes)]
+
+    async def scenario() -> list[JobResult]:
+        worker, _ = make_worker({"small": engine}, max_batch_size=16)
+        jobs = [
+            make_job(key, image, target=target, options=option)
+            for image, target, option in zip(images, targets, options, strict=True)
+        ]
+        worker.submit(jobs)  # queued before the thread starts: one batch
+        worker.start()
+        try:
+            return await results(jobs)
+        finally:
+            await stop(worker)
+
+    answers = run(scenario())
+
+    assert [answer.batch_size for answer in answers] == [4] * 4
+    for image, target, option, answer in zip(images, targets, options, answers, strict=True):
+        alone = engine.compute(
+            engine.preprocessing([image], engine.device), method, [target], top_k=ranks
+        )
+        rendered = render(alone.raw_maps, [image], alpha=option.alpha, colormap=option.colormap)[0]
+        height, width = image.shape[1:]
+        assert answer.targets == alone.targets[0].tolist()
+        if target is not None:
+            assert answer.targets == [target]
+        assert answer.layer_maps.shape == tuple(alone.layer_maps[0].shape)
+        np.testing.assert_allclose(answer.layer_maps, alone.layer_maps[0].numpy(), atol=1e-5)
+        np.testing.assert_allclose(
+            answer.target_probabilities,
+            alone.probabilities.gather(1, alone.targets)[0].numpy(),
+            atol=1e-5,
+        )
+        assert answer.overlays.shape == (ranks, height, width, 3)
+        assert answer.heatmaps.shape == (ranks, height, width)
+        assert answer.overlays.dtype == np.uint8
+        assert answer.heatmaps.dtype == np.uint8
+        overlay_diff = np.abs(answer.overlays.astype(int) - rendered.overlays.numpy().astype(int))
+        heatmap_diff = np.abs(answer.heatmaps.astype(int) - rendered.heatmaps.numpy().astype(int))
+        assert overlay_diff.max() <= 1
+        assert heatmap_diff.max() <= 1
+        expected_top = alone.probabilities[0].topk(5)
+        assert [index for index, _ in answer.predictions] == expected_top.indices.tolist()
+        np.testing.assert_allclose(
+            [p for _, p in answer.predictions], expected_top.values.numpy(), atol=1e-5
+        )
+    assert count_hooks(engine.model) == 0
+
+
+def test_predictions_cover_top_k_when_it_exceeds_five() -> None:
+    engine = CamEngine(
+        SmallConvNet(classes=12),
+        "features",
+        preprocessing=Preprocessing(input_size=(32, 32)),
+        device="cpu",
+    )
+
+    async def scenario() -> JobResult:
+        worker, _ = make_worker({"small": engine})
+        worker.start()
+        try:
+            job = make_job(BatchKey("small", "features", "gradcam", 7))
+            worker.submit([job])
+            return (await results([job]))[0]
+        finally:
+            await stop(worker)
+
+    answer = run(scenario())
+    assert len(answer.targets) == 7
+    assert len(answer.predictions) == 7
+    assert [index for index, _ in answer.predictions] == answer.targets
+    probabilities = [p for _, p in answer.predictions]
+    assert probabilities == sorted(probabilities, reverse=True)
+
+
+def test_jobs_with_different_keys_never_share_a_batch() -> None:
+    engine = small_engine()
+    spy = ComputeSpy(engine)
+    keys = [
+        SMALL,
+        BatchKey("small", "features", "layercam", 1),
+        BatchKey("small", "features.0", "gradcam", 1),
+        BatchKey("small", "features", "gradcam", 2),
+    ]
+
+    async def scenario() -> tuple[list[Job], list[JobResult], Metrics]:
+        worker, metrics = make_worker({"small": engine}, max_batch_size=16)
+        jobs = [make_job(key, random_image(seed=i)) for i in range(3) for key in keys]
+        worker.submit(jobs)
+        worker.start()
+        try:
+            return jobs, await results(jobs), metrics
+        finally:
+            await stop(worker)
+
+    jobs, answers, metrics = run(scenario())
+
+    assert all(answer.batch_size == 3 for answer in answers)
+    assert sorted(spy.calls) == sorted((key.method, key.layer, key.ranks, 3) for key in keys)
+    for job, answer in zip(jobs, answers, strict=True):
+        assert len(answer.targets) == job.key.ranks
+        expected_side = 16 if job.key.layer == "features" else 32  # features.0 runs before pooling
+        assert answer.layer_maps.shape[-2:] == (expected_side, expected_side)
+    assert batch_metric(metrics, "count") == len(keys)
+    assert batch_metric(metrics, "sum") == len(jobs)
+
+
+def test_batches_stop_at_max_batch_size() -> None:
+    engine = small_engine()
+    spy = ComputeSpy(engine)
+
+    async def scenario() -> tuple[list[JobResult], Metrics]:
+        worker, metrics = make_worker({"small": engine}, max_batch_size=3, max_wait_s=0.2)
+        jobs = [make_job(image=random_image(seed=i)) for i in range(7)]
+        worker.submit(jobs)
+        worker.start()
+        try:
+            return await results(jobs), metrics
+        finally:
+            await stop(worker)
+
+    answers, metrics = run(scenario())
+
+    assert [answer.batch_size for answer in answers] == [3, 3, 3, 3, 3, 3, 1]
+    assert [call[3] for call in spy.calls] == [3, 3, 1]
+    assert batch_metric(metrics, "count") == 3
+    assert batch_metric(metrics, "sum") == 7
+    assert metrics.registry.get_sample_value("camserve_queue_wait_seconds_count") == 7
+
+
+def test_full_batch_does_not_wait_for_max_wait() -> None:
+    engine = small_engine()
+
+    async def scenario() -> tuple[float, list[JobResult]]:
+        worker, _ = make_worker({"small": engine}, max_batch_size=2, max_wait_s=10.0)
+        worker.start()
+        try:
+            started = time.monotonic()
+            jobs = [make_job(), make_job()]
+            worker.submit(jobs)
+            answers = await results(jobs)
+            return time.monotonic() - started, answers
+        finally:
+            await stop(worker)
+
+    elapsed, answers = run(scenario())
+    assert [answer.batch_size for answer in answers] == [2, 2]
+    assert elapsed < 5.0
+
+
+def test_lone_job_completes_about_max_wait_after_it_arrived() -> None:
+    engine = small_engine()
+    max_wait = 0.25
+
+    async def scenario() -> tuple[float, JobResult]:
+        worker, _ = make_worker({"small": engine}, max_batch_size=64, max_wait_s=max_wait)
+        worker.start()
+        try:
+            warm = make_job()
+            worker.submit([warm])
+            await results([warm])  # the first pass pays one-off costs
+            started = time.monotonic()
+            job = make_job()
+            worker.submit([job])
+            answer = (await results([job]))[0]
+            return time.monotonic() - started, answer
+        finally:
+            await stop(worker)
+
+    elapsed, answer = run(scenario())
+    assert answer.batch_size == 1
+    assert max_wait - 0.01 <= answer.queue_wait_s <= max_wait + 0.25
+    assert max_wait - 0.01 <= elapsed <= max_wait + answer.compute_s + 0.5
+
+
+def test_batch_closes_max_wait_after_its_first_job_not_its_last() -> None:
+    engine = small_engine()
+    max_wait = 0.3
+    gap = 0.15
+
+    async def scenario() -> list[JobResult]:
+        worker, _ = make_worker({"small": engine}, max_batch_size=64, max_wait_s=max_wait)
+        worker.start()
+        try:
+            first = make_job()
+            worker.submit([first])
+            await asyncio.sleep(gap)
+            second = make_job()
+            worker.submit([second])
+            return await results([first, second])
+        finally:
+            await stop(worker)
+
+    first, second = run(scenario())
+    assert first.batch_size == second.batch_size == 2
+    assert max_wait - 0.01 <= first.queue_wait_s <= max_wait + 0.25
+    # The second job rode along: it waited only for the rest of the first job's window.
+    assert second.queue_wait_s <= first.queue_wait_s - gap + 0.05
+
+
+# ---------------------------------------------------------------------------- failures
+
+
+def test_failing_batch_fails_every_job_and_the_worker_serves_the_next() -> None:
+    engine = small_engine()
+    # CAM needs the layer to feed the pooling head; features.0 has 8 channels, the head 16.
+    not_applicable = BatchKey("small", "features.0", "cam", 1)
+
+    async def scenario() -> tuple[list[JobResult | BaseException], list[JobResult]]:
+        worker, metrics = make_worker({"small": engine}, max_batch_size=8)
+        failing = [make_job(not_applicable, random_image(seed=i)) for i in range(3)]
+        worker.submit(failing)
+        worker.start()
+        try:
+            failed = await outcomes(failing)
+            good = [make_job(), make_job()]
+            worker.submit(good)
+            served = await results(good)
+            assert batch_metric(metrics, "sum") == 2  # failed batches are not observed
+            return failed, served
+        finally:
+            await stop(worker)
+
+    failed, served = run(scenario())
+    assert all(isinstance(error, MethodNotApplicableError) for error in failed)
+    assert failed[0] is failed[1] is failed[2]  # one batch, one error, every job
+    assert [answer.batch_size for answer in served] == [2, 2]
+    assert count_hooks(engine.model) == 0
+
+
+def test_model_that_raises_fails_its_batch_and_leaves_no_hooks() -> None:
+    broken = small_engine(ExplodingNet())
+    healthy = small_engine()
+
+    async def scenario() -> tuple[list[JobResult | BaseException], list[JobResult]]:
+        worker, _ = make_worker({"broken": broken, "small": healthy})
+        worker.start()
+        try:
+            failing = [make_job(BatchKey("broken", "features", "gradcam", 1)) for _ in range(2)]
+            worker.submit(failing)
+            failed = await outcomes(failing)
+            good = [make_job()]
+            worker.submit(good)
+            return failed, await results(good)
+        finally:
+            await stop(worker)
+
+    failed, served = run(scenario())
+    assert all(isinstance(error, RuntimeError) for error in failed)
+    assert all(str(error) == "model exploded" for error in failed)
+    assert served[0].batch_size == 1
+    assert count_hooks(broken.model) == 0
+    assert count_hooks(healthy.model) == 0
+
+
+def test_job_for_a_model_the_worker_does_not_own_fails_with_unknown_model() -> None:
+    engine = small_engine()
+
+    async def scenario() -> list[JobResult | BaseException]:
+        worker, _ = make_worker({"small": engine})
+        worker.start()
+        try:
+            job = make_job(BatchKey("elsewhere", "features", "gradcam", 1))
+            worker.submit([job])
+            answers = await outcomes([job])
+            after = make_job()
+            worker.submit([after])
+            await results([after])
+            return answers
+        finally:
+            await stop(worker)
+
+    (answer,) = run(scenario())
+    assert isinstance(answer, UnknownModelError)
+
+
+# ---------------------------------------------------------------------------- the queue
+
+
+def test_submit_is_all_or_nothing_when_the_queue_is_full() -> None:
+    engine = small_engine()
+
+    async def scenario() -> None:
+        worker, metrics = make_worker({"small": engine}, max_batch_size=2, queue_size=4)
+        queued = [make_job() for _ in range(3)]
+        worker.submit(queued)
+        assert worker.depth == 3
+        refused = [make_job(), make_job()]
+        with pytest.raises(QueueFullError) as caught:
+            worker.submit(refused)
+        assert caught.value.retry_after_s >= 1
+        assert isinstance(caught.value.retry_after_s, int)
+        assert caught.value.code == "queue_full"
+        assert worker.depth == 3  # neither of the two was queued
+        assert metrics.registry.get_sample_value("camserve_queue_depth") == 3
+        last = make_job()
+        worker.submit([last])
+        assert worker.depth == 4
+        with pytest.raises(QueueFullError):
+            worker.submit([make_job()])
+
+        worker.start()
+        try:
+            answers = await results([*queued, last])
+        finally:
+            await stop(worker)
+        assert len(answers) == 4
+        assert all(got_no_result(job) for job in refused)
+        assert worker.depth == 0
+
+    run(scenario())
+
+
+def test_retry_after_grows_with_the_measured_batch_time() -> None:
+    async def scenario() -> None:
+        worker, _ = make_worker({}, max_batch_size=2, queue_size=4)
+        worker.submit([make_job() for _ in range(4)])
+        worker.batch_seconds = 3.0
+        with pytest.raises(QueueFullError) as caught:
+            worker.submit([make_job()])
+        assert caught.value.retry_after_s >= 3
+
+    run(scenario())
+
+
+def test_cancel_removes_a_queued_job_which_is_never_computed() -> None:
+    engine = small_engine()
+    spy = ComputeSpy(engine)
+
+    async def scenario() -> tuple[list[Job], Job, list[JobResult], Metrics]:
+        worker, metrics = make_worker({"small": engine}, max_batch_size=8)
+        first, doomed, last = (make_job(image=random_image(seed=i)) for i in range(3))
+        worker.submit([first, doomed, last])
+        worker.cancel([doomed])
+        assert worker.depth == 2
+        assert doomed.cancelled
+        assert metrics.registry.get_sample_value("camserve_queue_depth") == 2
+        worker.start()
+        try:
+            answers = await results([first, last])
+        finally:
+            await stop(worker)
+        return [first, last], doomed, answers, metrics
+
+    _, doomed, answers, metrics = run(scenario())
+    assert [answer.batch_size for answer in answers] == [2, 2]
+    assert spy.images == 2
+    assert got_no_result(doomed)
+    assert batch_metric(metrics, "sum") == 2
+
+
+def test_first_job_cancelled_while_its_batch_waits_is_never_computed() -> None:
+    engine = small_engine()
+    spy = ComputeSpy(engine)
+
+    async def scenario() -> tuple[Job, JobResult]:
+        worker, _ = make_worker({"small": engine}, max_batch_size=64, max_wait_s=0.3)
+        worker.start()
+        try:
+            doomed = make_job()
+            worker.submit([doomed])
+            await asyncio.sleep(0.05)  # the worker is now waiting for more jobs
+            worker.cancel([doomed])
+            assert worker.depth == 0
+            survivor = make_job()
+            worker.submit([survivor])
+            return doomed, (await results([survivor]))[0]
+        finally:
+            await stop(worker)
+
+    doomed, answer = run(scenario())
+    assert answer.batch_size == 1
+    assert spy.images == 1
+    assert got_no_result(doomed)
+
+
+def test_jobs_whose_deadline_passed_are_skipped() -> None:
+    engine = small_engine()
+    spy = ComputeSpy(engine)
+    other = BatchKey("small", "features", "layercam", 1)
+
+    async def scenario() -> tuple[list[Job], JobResult]:
+        worker, _ = make_worker({"small": engine}, max_batch_size=8)
+        expired_alone = make_job(other, deadline_s=-1.0)  # a batch with nothing left to do
+        expired = make_job(deadline_s=-1.0)
+        live = make_job()
+        worker.submit([expired_alone, expired, live])
+        worker.start()
+        try:
+            return [expired_alone, expired], (await results([live]))[0]
+        finally:
+            await stop(worker)
+
+    expired_jobs, answer = run(scenario())
+    assert answer.batch_size == 1
+    assert spy.calls == [("gradcam", "features", 1, 1)]
+    assert all(got_no_result(job) for job in expired_jobs)
+
+
+# ---------------------------------------------------------------------------- stopping
+
+
+def test_stop_drains_every_queued_job_then_refuses_new_ones() -> None:
+    engine = small_engine()
+    keys = [SMALL, BatchKey("small", "features", "xgradcam", 1)]
+
+    async def scenario() -> tuple[float, list[JobResult]]:
+        # A long max_wait: only stopping can close these batches early.
+        worker, _ = make_worker({"small": engine}, max_batch_size=2, max_wait_s=20.0)
+        worker.start()
+        jobs = [make_job(keys[i % 2], random_image(seed=i)) for i in range(5)]
+        worker.submit(jobs)
+        started = time.monotonic()
+        await stop(worker)
+        elapsed = time.monotonic() - started
+        assert all(job.future.done() for job in jobs)
+        assert worker.stopping
+        with pytest.raises(ShuttingDownError):
+            worker.submit([make_job()])
+        return elapsed, await results(jobs)
+
+    elapsed, answers = run(scenario())
+    assert len(answers) == 5
+    assert elapsed < 10.0
+    assert count_hooks(engine.model) == 0
+
+
+def test_stop_while_models_load_still_answers_the_queued_jobs() -> None:
+    engine = small_engine()
+    release = threading.Event()
+
+    def slow_startup() -> dict[str, CamEngine]:
+        assert release.wait(WAIT_LIMIT_S)
+        return {"small": engine}
+
+    async def scenario() -> list[JobResult]:
+        worker, _ = make_worker({}, startup=slow_startup)
+        worker.start()
+        jobs = [make_job(), make_job()]
+        worker.submit(jobs)
+        stopping = asyncio.ensure_future(stop(worker))
+        await asyncio.sleep(0.05)
+        assert not stopping.done()
+        with pytest.raises(ShuttingDownError):
+            worker.submit([make_job()])
+        release.set()
+        await asyncio.wait_for(stopping, WAIT_LIMIT_S)
+        return await results(jobs)
+
+    answers = run(scenario())
+    assert len(answers) == 2
+    assert count_hooks(engine.model) == 0
+
+
+def test_stop_before_start_and_twice_is_harmless() -> None:
+    async def scenario() -> None:
+        worker, _ = make_worker({})
+        worker.stop(1.0)
+        worker.stop(1.0)
+        with pytest.raises(ShuttingDownError):
+            worker.submit([make_job()])
+
+    run(scenario())
+
+
+def test_start_up_failure_answers_the_queued_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    crashed: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: crashed.append(args.exc_value))
+
+    def failing_startup() -> dict[str, CamEngine]:
+        raise RuntimeError("no device")
+
+    async def scenario() -> Job:
+        worker, _ = make_worker({}, startup=failing_startup)
+        job = make_job()
+        worker.submit([job])
+        worker.start()
+        await stop(worker)
+        await asyncio.wait([job.future], timeout=0.5)
+        return job
+
+    job = run(scenario())
+    assert job.future.done()
+    assert isinstance(job.future.exception(), Exception)
