@@ -29,17 +29,21 @@ from app.engine.manifest import ModelSpec, load_manifests
 from app.engine.methods import METHODS, get_method
 from app.engine.registry import load_model
 from app.model_store import DEFAULT_MODELS_DIR, find_spec, spec_for_architecture
+from app.quality.datasets import (
+    EvalSample,
+    samples_from_folder,
+    samples_from_scenes,
+)
 from app.quality.evaluate import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CURVE_STEPS,
     DEFAULT_THRESHOLD,
-    EvalSample,
     MethodScores,
     NotApplicable,
     evaluate,
+)
+from app.quality.report import (
     markdown_table,
-    samples_from_folder,
-    samples_from_scenes,
     write_report,
 )
 from app.quality.scenes import SHAPES
