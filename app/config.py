@@ -55,6 +55,9 @@ class Settings(BaseSettings):
         default_factory=list, description="Comma-separated origins allowed by CORS."
     )
     log_level: LogLevel = Field("info", description="debug, info, warning or error.")
+    torch_threads: int = Field(
+        0, ge=0, description="Threads torch may use for one pass; 0 keeps torch's default."
+    )
     codec_threads: int = Field(
         0, ge=0, description="Threads that decode and encode images; 0 means one per CPU core."
     )

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
+import torch
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
@@ -48,6 +49,8 @@ def create_app(
     """Build the app. ``on_fatal`` is called (from the worker thread) when no model loads."""
     settings = settings or load_settings()
     configure_logging(settings.log_level)
+    if settings.torch_threads:
+        torch.set_num_threads(settings.torch_threads)
     service = _build_service(settings, on_fatal)
 
     @asynccontextmanager

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import uvicorn
 
 from app.config import Settings
@@ -12,6 +16,20 @@ __all__ = ["GRACEFUL_SHUTDOWN_S", "run_server"]
 
 GRACEFUL_SHUTDOWN_S = 30
 """How long in-flight requests get to finish after SIGTERM."""
+
+
+@contextmanager
+def _exit_cleanly_after_signals() -> Iterator[None]:
+    """uvicorn re-raises the SIGINT/SIGTERM it caught once its graceful shutdown is done, so the
+    process would end by that signal (status 143) even after answering every request. With a
+    no-op handler in place, which uvicorn restores before re-raising, it exits with 0 instead."""
+    stop_signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.signal(number, lambda *_: None) for number in stop_signals}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def run_server(settings: Settings) -> None:
@@ -34,6 +52,7 @@ def run_server(settings: Settings) -> None:
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     server = uvicorn.Server(config)
-    server.run()
+    with _exit_cleanly_after_signals():
+        server.run()
     if fatal:
         raise ModelError(fatal[0])

@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
 from numpy.typing import NDArray
@@ -51,11 +52,16 @@ MEDIA_TYPES: dict[str, str] = {"png": "image/png", "jpeg": "image/jpeg", "webp":
 
 _FORMAT_ALIASES = {"jpg": "jpeg"}
 
-# zlib level 1. Measured with Pillow 13 (zlib-ng) on overlays of two 640x427 photos at 640 px and
-# upscaled to 1920x1280: a 1920x1280 overlay takes 159 ms / 2753 kB at level 1, 172 ms / 2695 kB
-# at 2, 238 ms / 2620 kB at 3 and 733 ms / 2396 kB at Pillow's default of 6. Level 1 is the
-# fastest and its files are only 2-5 % larger than level 3's.
-_PNG_COMPRESS_LEVEL = 1
+# PNG through OpenCV with the "sub" row filter and Huffman-only deflate. On a 640x480 overlay
+# (2 cores, OpenCV 4.12): 11 ms / 535 kB, against 34 ms / 601 kB for Pillow at zlib level 1,
+# 24 ms / 586 kB for OpenCV's default filters at level 1 and 16 ms for the Paeth filter. Heatmap
+# overlays are smooth, so predicting each pixel from its left neighbour leaves small residuals
+# that Huffman coding alone packs well; string matching (LZ77) buys little for its time.
+_PNG_PARAMETERS = [
+    cv2.IMWRITE_PNG_COMPRESSION, 1,
+    cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_HUFFMAN_ONLY,
+    cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_SUB,
+]  # fmt: skip
 
 _NOT_AN_IMAGE = (
     "the data is not an image in a format this service reads (PNG, JPEG, WebP, GIF, BMP, TIFF, ...)"
@@ -311,13 +317,20 @@ def encode_image(
     name = _encoder_name(format)
     if not 1 <= quality <= 100:
         raise ValueError(f"quality must be between 1 and 100, got {quality}")
-    image = Image.fromarray(_as_uint8_array(pixels))
-    buffer = io.BytesIO()
+    array = _as_uint8_array(pixels)
     if name == "png":
-        image.save(buffer, "PNG", compress_level=_PNG_COMPRESS_LEVEL)
-    else:
-        image.save(buffer, name.upper(), quality=quality)
+        return _encode_png(array)
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, name.upper(), quality=quality)
     return buffer.getvalue()
+
+
+def _encode_png(array: NDArray[np.uint8]) -> bytes:
+    ordered = cv2.cvtColor(array, cv2.COLOR_RGB2BGR) if array.ndim == 3 else array
+    ok, encoded = cv2.imencode(".png", ordered, _PNG_PARAMETERS)
+    if not ok:  # pragma: no cover - OpenCV fails only on invalid input, checked above
+        raise ValueError("OpenCV could not encode the image as PNG")
+    return encoded.tobytes()
 
 
 def _encoder_name(format: str) -> str:
