@@ -46,7 +46,7 @@ from app.quality.report import (
     markdown_table,
     write_report,
 )
-from app.quality.scenes import SHAPES
+from app.quality.scenes import DEFAULT_SIZE, SHAPES
 from app.quality.training import HELD_OUT_SEED, TrainingConfig, train_demo, write_demo_model
 from app.server import run_server
 
@@ -217,14 +217,24 @@ def train_demo_command(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Folder for the checkpoint and manifest.")
     ] = DEFAULT_MODELS_DIR,
-    steps: Annotated[int, typer.Option(min=1, help="Training steps.")] = TrainingConfig.steps,
+    small_steps: Annotated[
+        int, typer.Option(min=0, help="Steps on 64-pixel scenes (fast; the shapes are learned).")
+    ] = TrainingConfig.phases[0][1],
+    full_steps: Annotated[
+        int, typer.Option(min=1, help="Steps on 128-pixel scenes, the size the model serves at.")
+    ] = TrainingConfig.phases[1][1],
     batch_size: Annotated[int, typer.Option(min=1, help="Scenes per step.")] = (
         TrainingConfig.batch_size
     ),
     seed: Annotated[int, typer.Option(help="Seed of the initialisation.")] = TrainingConfig.seed,
 ) -> None:
     """Train the demo model on generated scenes and write it (with its manifest) to --output."""
-    config = TrainingConfig(steps=steps, batch_size=batch_size, seed=seed)
+    phases = (
+        ((64, small_steps), (DEFAULT_SIZE, full_steps))
+        if small_steps
+        else ((DEFAULT_SIZE, full_steps),)
+    )
+    config = TrainingConfig(phases=phases, batch_size=batch_size, seed=seed)
     columns = (
         TextColumn("training"),
         BarColumn(),
@@ -233,7 +243,7 @@ def train_demo_command(
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task("train", total=steps, loss=float("nan"))
+        task = progress.add_task("train", total=config.steps, loss=float("nan"))
         model, report = train_demo(
             config, on_step=lambda _step, loss: progress.update(task, advance=1, loss=loss)
         )

@@ -1,7 +1,9 @@
 """Train the demo model on generated scenes and write its checkpoint and manifest.
 
 Every step draws fresh scenes (scene ``i`` of the training seed), so the network never sees an
-image twice and the held-out set (another seed) is truly unseen.
+image twice and the held-out set (another seed) is truly unseen. Training is progressive: most
+steps at a quarter of the pixels (64 px), where a step costs a quarter as much and the network
+finds the shapes sooner, then the last steps at the served size (128 px).
 """
 
 from __future__ import annotations
@@ -36,14 +38,22 @@ HELD_OUT_SEED = 2
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    steps: int = 900
+    phases: tuple[tuple[int, int], ...] = ((64, 1200), (DEFAULT_SIZE, 300))
+    """(image size, steps) in order; the last phase's size is the size the model is served at."""
     batch_size: int = 64
     learning_rate: float = 4e-3
     weight_decay: float = 1e-4
     held_out_images: int = 1000
-    image_size: int = DEFAULT_SIZE
     seed: int = 0
-    """Seeds the network's initialisation and the data order."""
+    """Seeds the network's initialisation."""
+
+    @property
+    def steps(self) -> int:
+        return sum(steps for _, steps in self.phases)
+
+    @property
+    def image_size(self) -> int:
+        return self.phases[-1][0]
 
 
 @dataclass(frozen=True)
@@ -57,14 +67,14 @@ class TrainingReport:
 class SceneDataset(Dataset[tuple[Tensor, int]]):
     """Scenes of one seed as (3, H, W) uint8 tensors with their labels."""
 
-    def __init__(self, seed: int, count: int, size: int) -> None:
-        self.seed, self.count, self.size = seed, count, size
+    def __init__(self, seed: int, count: int, size: int, offset: int = 0) -> None:
+        self.seed, self.count, self.size, self.offset = seed, count, size, offset
 
     def __len__(self) -> int:
         return self.count
 
     def __getitem__(self, index: int) -> tuple[Tensor, int]:
-        scene = scene_at(self.seed, index, self.size)
+        scene = scene_at(self.seed, self.offset + index, self.size)
         return torch.from_numpy(scene.image).permute(2, 0, 1).contiguous(), scene.label
 
 
@@ -78,25 +88,26 @@ def train_demo(
     """Train a ``ShapesNet`` from scratch on the CPU; ``on_step(step, loss)`` reports progress."""
     torch.manual_seed(config.seed)
     model = ShapesNet(num_classes=len(SHAPES))
-    preprocessing = demo_preprocessing(config.image_size)
     optimizer = torch.optim.AdamW(
         _parameter_groups(model, config.weight_decay), lr=config.learning_rate
     )
     schedule = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, max_lr=config.learning_rate, total_steps=config.steps, pct_start=0.2
+        optimizer, max_lr=config.learning_rate, total_steps=config.steps, pct_start=0.15
     )
-    loader = _training_batches(config)
     loss_fn = nn.CrossEntropyLoss()
     started = time.monotonic()
     model.train()
-    for step, (images, labels) in enumerate(loader, start=1):
-        inputs = preprocessing(list(images), torch.device("cpu"))
-        loss = loss_fn(model(inputs), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        on_step(step, loss.item())
+    step = 0
+    for size, phase_steps in config.phases:
+        preprocessing = demo_preprocessing(size)
+        for images, labels in _training_batches(config, size, phase_steps, first_index=step):
+            loss = loss_fn(model(preprocessing(list(images), torch.device("cpu"))), labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            step += 1
+            on_step(step, loss.item())
     model.eval()
     accuracy = evaluate_accuracy(model, HELD_OUT_SEED, config.held_out_images, config.image_size)
     seconds = time.monotonic() - started
@@ -113,15 +124,14 @@ def _parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, o
     ]
 
 
-def _training_batches(config: TrainingConfig) -> DataLoader[tuple[Tensor, int]]:
-    dataset = SceneDataset(TRAIN_SEED, config.steps * config.batch_size, config.image_size)
-    return DataLoader(
-        dataset,
-        batch_size=config.batch_size,
-        shuffle=False,
-        num_workers=1,
-        persistent_workers=False,
+def _training_batches(
+    config: TrainingConfig, size: int, steps: int, first_index: int
+) -> DataLoader[tuple[Tensor, int]]:
+    """``steps`` batches of fresh scenes; ``first_index`` continues the scene numbering."""
+    dataset = SceneDataset(
+        TRAIN_SEED, steps * config.batch_size, size, offset=first_index * config.batch_size
     )
+    return DataLoader(dataset, batch_size=config.batch_size, num_workers=1)
 
 
 @torch.no_grad()
