@@ -1,0 +1,34 @@
+"""Demo-model training: runs, learns on its data, and writes a manifest that loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from app.engine.registry import load_model
+from app.engine.shapes_net import ShapesNet
+from app.model_store import find_spec
+from app.quality.scenes import SHAPES
+from app.quality.training import TrainingConfig, train_demo, write_demo_model
+
+
+def test_a_short_run_trains_every_phase_and_writes_a_loadable_model(tmp_path: Path) -> None:
+    """How well it learns is the shipped model's test; this one checks the mechanics."""
+    torch.manual_seed(0)
+    initial = ShapesNet(num_classes=len(SHAPES)).state_dict()
+    losses: list[float] = []
+    config = TrainingConfig(phases=((32, 30), (48, 5)), batch_size=16, held_out_images=50)
+    model, report = train_demo(config, on_step=lambda _step, loss: losses.append(loss))
+    assert len(losses) == 35
+    assert all(0.0 < loss < 10.0 for loss in losses)
+    assert not torch.equal(model.state_dict()["fc.weight"], initial["fc.weight"])
+    assert not model.training
+    assert 0.0 <= report.accuracy <= 1.0
+    assert report.images_seen == 35 * 16
+    manifest = write_demo_model(model, report, tmp_path)
+    loaded = load_model(find_spec(tmp_path, "shapes"))
+    assert loaded.labels == list(SHAPES)
+    for name, value in model.state_dict().items():
+        assert torch.equal(loaded.module.state_dict()[name], value), name
+    assert "held-out" in manifest.read_text()
