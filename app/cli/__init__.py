@@ -1,0 +1,13 @@
+"""The ``camserve`` command line: one module per command, all on one Typer app."""
+
+from app.cli import evaluate, explain, models, serve, train
+from app.cli.common import cli
+
+__all__ = ["cli", "main"]
+
+_COMMANDS = (explain, serve, train, evaluate, models)
+"""Imported for their side effect: each registers its command on ``cli``."""
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,46 @@
+"""The shared Typer app and the helpers every command uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from app.engine.errors import CamserveError
+from app.engine.manifest import ModelSpec, load_manifests
+from app.model_store import find_spec, spec_for_architecture
+
+__all__ = ["ModelsDir", "choose_spec", "cli", "console", "fail"]
+
+cli = typer.Typer(
+    help="CAM / Grad-CAM explanations of image classifiers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+
+ModelsDir = Annotated[
+    Path,
+    typer.Option("--models-dir", envvar="CAMSERVE_MODELS_DIR", help="Folder of model manifests."),
+]
+
+
+def fail(message: str) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=1)
+
+
+def choose_spec(
+    models_dir: Path, model: str | None, architecture: str | None, weights: str, layer: str | None
+) -> ModelSpec:
+    if architecture is not None:
+        return spec_for_architecture(architecture, weights, layer)
+    if model is not None:
+        return find_spec(models_dir, model)
+    specs = load_manifests(models_dir)
+    if not specs:
+        raise CamserveError(f"no model manifests in {models_dir}; pass --architecture")
+    return specs[0]
