@@ -1,0 +1,34 @@
+"""``camserve train-demo`` writes a checkpoint and a manifest the model store can load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.engine.registry import load_model
+from app.model_store import find_spec
+
+
+def test_train_demo_writes_a_loadable_model(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli,
+        [
+            "train-demo",
+            "-o",
+            str(tmp_path),
+            "--small-steps",
+            "2",
+            "--full-steps",
+            "2",
+            "--batch-size",
+            "4",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "held-out accuracy" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shapes.pt", "shapes.toml"]
+    loaded = load_model(find_spec(tmp_path, "shapes"))
+    assert loaded.architecture == "shapes_resnet"
+    assert loaded.preprocessing.input_size == (128, 128)
