@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
 import pytest
 import torch
 
@@ -17,3 +23,32 @@ def device(request: pytest.FixtureRequest) -> torch.device:
 @pytest.fixture(autouse=True)
 def _seeded() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def downloads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Block the network: every download attempt is recorded and fails as if offline."""
+    attempts: list[str] = []
+
+    def offline(url: str, *_args: object, **_kwargs: object) -> None:
+        attempts.append(str(url))
+        raise urllib.error.URLError("network unreachable (blocked by the test)")
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", offline)
+    monkeypatch.setattr(torch.hub, "urlopen", offline)
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    return attempts
+
+
+@pytest.fixture
+def torch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty TORCH_HOME; torch.hub.get_dir() follows it while no set_dir() overrides it."""
+    home = tmp_path / "torch-home"
+    monkeypatch.setenv("TORCH_HOME", str(home))
+    monkeypatch.setattr(torch.hub, "_hub_dir", None)
+    assert Path(torch.hub.get_dir()) == home / "hub"
+    return home
+
+
+def hub_file(home: Path, url: str) -> Path:
+    return home / "hub" / "checkpoints" / os.path.basename(urlparse(url).path)

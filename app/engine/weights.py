@@ -189,7 +189,7 @@ def _load_pretrained_state(source: WeightsSource) -> StateDict:
         if was_cached:
             raise WeightsUnavailableError(
                 f"cached weights {path} cannot be loaded ({_reason(error)}): delete the file and "
-                f"run 'camserve fetch-weights {source.architecture}' again"
+                f"run 'camserve fetch-weights {source.architecture}:{entry.name}' again"
             ) from error
         raise _unavailable(source.architecture, entry, path, error) from error
     return _as_state_dict(state, f"cached weights {path}")
@@ -201,7 +201,8 @@ def _unavailable(
     return WeightsUnavailableError(
         f"pretrained weights {architecture} {entry.name} are not in the cache ({path}) and "
         f"could not be downloaded ({_reason(error)}): run 'camserve fetch-weights "
-        f"{architecture}' on a machine with internet, or mount a cache at TORCH_HOME"
+        f"{architecture}:{entry.name}' on a machine with internet and copy the file there, or "
+        "mount a filled cache at TORCH_HOME"
     )
 
 

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import urllib.error
-import urllib.request
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 import torch
@@ -27,40 +23,12 @@ from app.engine.weights import (
     load_checkpoint_state,
     resolve_weights,
 )
+from tests.conftest import hub_file
 
 __all__: list[str] = []
 
 RESNET18_V1 = torchvision.models.ResNet18_Weights.IMAGENET1K_V1
 StateDict = dict[str, Tensor]
-
-
-@pytest.fixture
-def downloads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Block the network: every download attempt is recorded and fails as if offline."""
-    attempts: list[str] = []
-
-    def offline(url: str, *_args: object, **_kwargs: object) -> None:
-        attempts.append(str(url))
-        raise urllib.error.URLError("network unreachable (blocked by the test)")
-
-    monkeypatch.setattr(torch.hub, "download_url_to_file", offline)
-    monkeypatch.setattr(torch.hub, "urlopen", offline)
-    monkeypatch.setattr(urllib.request, "urlopen", offline)
-    return attempts
-
-
-@pytest.fixture
-def torch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty TORCH_HOME; torch.hub.get_dir() follows it while no set_dir() overrides it."""
-    home = tmp_path / "torch-home"
-    monkeypatch.setenv("TORCH_HOME", str(home))
-    monkeypatch.setattr(torch.hub, "_hub_dir", None)
-    assert Path(torch.hub.get_dir()) == home / "hub"
-    return home
-
-
-def hub_file(home: Path, url: str) -> Path:
-    return home / "hub" / "checkpoints" / os.path.basename(urlparse(url).path)
 
 
 def random_state(architecture: str, num_classes: int, seed: int) -> StateDict:
@@ -118,13 +86,15 @@ def test_uncached_weights_offline_explain_what_to_do(
     assert "resnet50 IMAGENET1K_V2 are not in the cache" in message
     assert str(hub_file(torch_home, url)) in message
     assert "network unreachable" in message
-    assert "camserve fetch-weights resnet50" in message
+    assert "camserve fetch-weights resnet50:IMAGENET1K_V2" in message
     assert "TORCH_HOME" in message
     assert downloads == [url]
 
 
 def test_fetch_pretrained_offline(torch_home: Path, downloads: list[str]) -> None:
-    with pytest.raises(WeightsUnavailableError, match="camserve fetch-weights resnet18"):
+    with pytest.raises(
+        WeightsUnavailableError, match="camserve fetch-weights resnet18:IMAGENET1K_V1"
+    ):
         fetch_pretrained("resnet18", "DEFAULT")
     assert downloads == [RESNET18_V1.url]
 
