@@ -35,19 +35,28 @@ from app.engine.engine import CamEngine
 from app.engine.registry import default_layer
 
 
-def seconds_per_call(run: Callable[[], object], device: torch.device, repeats: int) -> float:
-    """Median wall time of ``run`` after one warm-up call."""
-    run()
-    timings = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
+def seconds_per_call(
+    runs: dict[str, Callable[[], object]], device: torch.device, repeats: int
+) -> dict[str, float]:
+    """Median wall time of each run, after one warm-up call each.
+
+    The runs are interleaved (one call of each per round, in a rotating order) so that a drift
+    in the machine's speed, common on shared virtual machines, hits all of them alike."""
+    for run in runs.values():
         run()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        timings.append(time.perf_counter() - start)
-    return statistics.median(timings)
+    timings: dict[str, list[float]] = {name: [] for name in runs}
+    names = list(runs)
+    for round_index in range(repeats):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            runs[name]()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            timings[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in timings.items()}
 
 
 def measure(
@@ -68,28 +77,25 @@ def measure(
         with torch.inference_mode(), _autocast(device, dtype):
             return forward_model(inputs)
 
-    timings = {
-        "forward": seconds_per_call(forward_only, device, repeats),
-        "camserve": seconds_per_call(lambda: engine.explain(images, "gradcam"), device, repeats),
-        "camserve_top5": seconds_per_call(
-            lambda: engine.explain(images, "gradcam", top_k=5), device, repeats
-        ),
+    runs: dict[str, Callable[[], object]] = {
+        "forward": forward_only,
+        "camserve": lambda: engine.explain(images, "gradcam"),
+        "camserve_top5": lambda: engine.explain(images, "gradcam", top_k=5),
     }
     if dtype is None:
-        timings["pytorch_grad_cam"] = _time_reference(model, layer, inputs, device, repeats)
+        runs["pytorch_grad_cam"] = _reference_run(model, layer, inputs)
+    timings = seconds_per_call(runs, device, repeats)
     return {name: value / batch_size for name, value in timings.items()}
 
 
-def _time_reference(
-    model: nn.Module, layer: str, inputs: torch.Tensor, device: torch.device, repeats: int
-) -> float:
+def _reference_run(model: nn.Module, layer: str, inputs: torch.Tensor) -> Callable[[], object]:
     """pytorch-grad-cam on its own copy of the model (it needs trainable parameters), explaining
     the same top-1 classes that camserve picks."""
-    reference = copy.deepcopy(model).to(device)
+    reference = copy.deepcopy(model).to(inputs.device)
     with torch.no_grad():
         targets = [ClassifierOutputTarget(t) for t in reference(inputs).argmax(dim=1).tolist()]
-    with GradCAM(model=reference, target_layers=[reference.get_submodule(layer)]) as cam:
-        return seconds_per_call(lambda: cam(input_tensor=inputs, targets=targets), device, repeats)
+    cam = GradCAM(model=reference, target_layers=[reference.get_submodule(layer)])
+    return lambda: cam(input_tensor=inputs, targets=targets)
 
 
 def _autocast(device: torch.device, dtype: torch.dtype | None) -> object:
