@@ -19,6 +19,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
+	$(BIN)/hadolint Dockerfile
 	$(BIN)/ruff check app tests benchmarks
 	$(BIN)/ruff format --check app tests benchmarks
 

@@ -100,7 +100,7 @@ def make_jpegs(count: int, seed: int = 0) -> list[bytes]:
     images = []
     for _ in range(count):
         coarse = rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)
-        smooth = np.asarray(Image.fromarray(coarse).resize((WIDTH, HEIGHT), Image.BICUBIC))
+        smooth = np.asarray(Image.fromarray(coarse).resize((WIDTH, HEIGHT), Image.Resampling.BICUBIC))
         noise = rng.normal(0, 6, smooth.shape)
         pixels = np.clip(smooth + noise, 0, 255).astype(np.uint8)
         buffer = io.BytesIO()
@@ -574,16 +574,22 @@ def main() -> None:
         pair_config = ServerConfig(args.batch_sizes[0], args.max_wait_ms, args.format, extra_env)
         print(f"goal pairs, server {pair_config.label}:", flush=True)
         pairs = measure_goal_pairs(
-            engine, decoded, models_dir, work_dir, pair_config, jpegs, args.pairs
+            engine,
+            decoded,
+            models_dir=models_dir,
+            work_dir=work_dir,
+            config=pair_config,
+            jpegs=jpegs,
+            pairs=args.pairs,
         )
     print_report(
         engine_results,
         results,
-        stages,
-        command,
-        (loads_start, load_average()),
-        pairs,
-        pair_config.label,
+        stages=stages,
+        command=command,
+        loads=(loads_start, load_average()),
+        pairs=pairs,
+        pair_config=pair_config.label,
     )
 
 
