@@ -98,7 +98,7 @@ def _reference_run(model: nn.Module, layer: str, inputs: torch.Tensor) -> Callab
     return lambda: cam(input_tensor=inputs, targets=targets)
 
 
-def _autocast(device: torch.device, dtype: torch.dtype | None) -> object:
+def _autocast(device: torch.device, dtype: torch.dtype | None) -> torch.autocast:
     if dtype is None:
         return torch.autocast(device.type, enabled=False)
     return torch.autocast(device.type, dtype=dtype)

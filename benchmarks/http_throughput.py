@@ -100,7 +100,8 @@ def make_jpegs(count: int, seed: int = 0) -> list[bytes]:
     images = []
     for _ in range(count):
         coarse = rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)
-        smooth = np.asarray(Image.fromarray(coarse).resize((WIDTH, HEIGHT), Image.Resampling.BICUBIC))
+        resized = Image.fromarray(coarse).resize((WIDTH, HEIGHT), Image.Resampling.BICUBIC)
+        smooth = np.asarray(resized)
         noise = rng.normal(0, 6, smooth.shape)
         pixels = np.clip(smooth + noise, 0, 255).astype(np.uint8)
         buffer = io.BytesIO()

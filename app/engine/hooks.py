@@ -31,8 +31,15 @@ class LayerCapture:
 
     layer_name: str
     calls: int = 0
+    capture_gradients: bool = True
+    """Whether the tensor hook keeps what it sees (off during a vmapped backward pass)."""
     activation: Tensor | None = None
     gradients: list[Tensor] = field(default_factory=list)
+
+    def keep_gradient(self, gradient: Tensor) -> None:
+        """The tensor hook: record the gradient flowing into the captured activation."""
+        if self.capture_gradients:
+            self.gradients.append(gradient)
 
     def require_activation(self) -> Tensor:
         """The recorded activation, checked to be a single (B, C, H, W) map."""
@@ -72,7 +79,7 @@ def capture_layer(
         leaf = output.detach().clone()
         if track_gradient:
             leaf.requires_grad_(True)
-            handle = leaf.register_hook(record.gradients.append)  # type: ignore[no-untyped-call]
+            handle = leaf.register_hook(record.keep_gradient)  # type: ignore[no-untyped-call]
             tensor_handles.append(handle)
         record.activation = leaf
         return leaf.clone() if track_gradient else output

@@ -58,6 +58,26 @@ def test_top_k_equals_separate_single_target_runs(
         assert_close(top.raw_maps[:, rank], single.raw_maps[:, 0], rtol=1e-4, atol=1e-5)
 
 
+def test_top_k_without_a_batched_backward_falls_back_to_one_pass_per_rank(
+    small: CamEngine, batch: Tensor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = small.compute(batch, "gradcam", top_k=3)
+    grad = torch.autograd.grad
+    batched_calls: list[bool] = []
+
+    def no_batching(*args: object, **kwargs: object) -> object:
+        batched_calls.append(bool(kwargs.get("is_grads_batched")))
+        if kwargs.get("is_grads_batched"):
+            raise RuntimeError("Batching rule not implemented (simulated)")
+        return grad(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch.autograd, "grad", no_batching)
+    fallback = small.compute(batch, "gradcam", top_k=3)
+    assert batched_calls == [True, False, False, False]
+    assert torch.equal(fallback.targets, expected.targets)
+    assert_close(fallback.raw_maps, expected.raw_maps, rtol=1e-4, atol=1e-6)
+
+
 def test_top_k_runs_one_forward_pass(small: CamEngine, batch: Tensor) -> None:
     forwards = []
     handle = small.model.register_forward_pre_hook(lambda *_: forwards.append(1))
