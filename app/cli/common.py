@@ -7,12 +7,13 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from app.engine.errors import CamserveError
 from app.engine.manifest import ModelSpec, load_manifests
 from app.model_store import find_spec, spec_for_architecture
 
-__all__ = ["ModelsDir", "choose_spec", "cli", "console", "fail"]
+__all__ = ["ModelsDir", "choose_spec", "cli", "console", "fail", "progress_bar"]
 
 cli = typer.Typer(
     help="CAM / Grad-CAM explanations of image classifiers.",
@@ -44,3 +45,16 @@ def choose_spec(
     if not specs:
         raise CamserveError(f"no model manifests in {models_dir}; pass --architecture")
     return specs[0]
+
+
+def progress_bar(label: str, *extra: TextColumn, transient: bool = True) -> Progress:
+    """A progress bar on stderr: label, bar, done/total, any ``extra`` columns, time left."""
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        *extra,
+        TimeRemainingColumn(),
+        console=console,
+        transient=transient,
+    )

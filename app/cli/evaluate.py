@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from app.cli.common import ModelsDir, choose_spec, cli, console, fail
+from app.cli.common import ModelsDir, choose_spec, cli, console, fail, progress_bar
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
 from app.engine.methods import METHODS, get_method
@@ -204,13 +203,7 @@ def _evaluate_with_progress(
     curve_steps: int,
     batch_size: int,
 ) -> list[MethodScores]:
-    columns = (
-        TextColumn("evaluating"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, transient=True) as progress:
+    with progress_bar("evaluating") as progress:
         task = progress.add_task("evaluate", total=len(samples) * len(methods) * len(layers))
         return evaluate(
             engine,

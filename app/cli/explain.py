@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from app.batch import (
     ExplainOptions,
@@ -16,7 +15,7 @@ from app.batch import (
     find_images,
     write_summary,
 )
-from app.cli.common import ModelsDir, choose_spec, cli, console, fail
+from app.cli.common import ModelsDir, choose_spec, cli, console, fail, progress_bar
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
 from app.engine.registry import load_model
@@ -91,13 +90,7 @@ def explain(
 def _run_with_progress(
     engine: CamEngine, files: list[InputFile], output: Path, options: ExplainOptions
 ) -> list[FileResult]:
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, transient=True) as progress:
+    with progress_bar("explaining") as progress:
         task = progress.add_task("explaining", total=len(files))
         return explain_files(
             engine, files, output, options, on_done=lambda _r: progress.advance(task)

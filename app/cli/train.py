@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import TextColumn
 
-from app.cli.common import cli, console
+from app.cli.common import cli, console, progress_bar
 from app.model_store import DEFAULT_MODELS_DIR
 from app.quality.scenes import DEFAULT_SIZE
 from app.quality.training import TrainingConfig, train_demo, write_demo_model
@@ -39,14 +39,8 @@ def train_demo_command(
         else ((DEFAULT_SIZE, full_steps),)
     )
     config = TrainingConfig(phases=phases, batch_size=batch_size, seed=seed)
-    columns = (
-        TextColumn("training"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.3f}"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console) as progress:
+    loss_column = TextColumn("loss {task.fields[loss]:.3f}")
+    with progress_bar("training", loss_column, transient=False) as progress:
         task = progress.add_task("train", total=config.steps, loss=float("nan"))
         model, report = train_demo(
             config, on_step=lambda _step, loss: progress.update(task, advance=1, loss=loss)
