@@ -112,7 +112,7 @@ class Service:
         disconnected: Callable[[], Awaitable[None]],
     ) -> Outcome:
         """Decode ``data``, queue one job per method, and wait for all of them."""
-        image = await self._in_pool(decode_image, data, max_pixels=self.settings.max_pixels)
+        image = await self.in_pool(decode_image, data, max_pixels=self.settings.max_pixels)
         options = RenderOptions(valid.request.alpha, valid.request.colormap)
         loop = asyncio.get_running_loop()
         jobs = [
@@ -168,9 +168,10 @@ class Service:
                     future.cancel()
 
     async def encode(self, pixels: NDArray[np.uint8], image_format: str) -> bytes:
-        return await self._in_pool(encode_image, pixels, image_format)
+        return await self.in_pool(encode_image, pixels, image_format)
 
-    async def _in_pool(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    async def in_pool(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run CPU work (decoding, encoding, contours) in the codec threads, off the loop."""
         if self.worker.stopping:
             raise ShuttingDownError("the service is shutting down; retry on another replica")
         loop = asyncio.get_running_loop()

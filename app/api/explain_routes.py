@@ -8,6 +8,7 @@ import time
 from typing import Annotated, Any
 from urllib.parse import quote
 
+import numpy as np
 from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import ServiceDep
@@ -18,11 +19,12 @@ from app.api.schemas import (
     ExplainParams,
     ExplainResponse,
     Prediction,
+    RegionBox,
     Timings,
 )
 from app.api.uploads import FIELD, read_image_upload
-from app.engine.errors import ExplanationError
 from app.engine.imaging import MEDIA_TYPES
+from app.labeling.regions import Region, Threshold, find_regions, parse_threshold
 from app.service import ExplainRequest, Outcome, Service
 
 __all__ = ["router"]
@@ -123,14 +125,13 @@ async def cam(
 async def explain(
     request: Request, params: Annotated[ExplainParams, Query()], service: ServiceDep
 ) -> ExplainResponse:
-    unknown = set(params.extras()) - {"raw_map"}
-    if unknown:
-        raise ExplanationError(f"unknown include option(s): {', '.join(sorted(unknown))}")
+    threshold = parse_threshold(params.threshold)
+    params.extras()
     outcome = await _run(request, service, params.to_request())
     encode_started = time.monotonic()
     explanations = await asyncio.gather(
         *(
-            _explained_class(service, outcome, method_index, rank, params)
+            _explained_class(service, outcome, (method_index, rank), params, threshold)
             for method_index in range(len(outcome.methods))
             for rank in range(len(outcome.results[method_index].targets))
         )
@@ -140,13 +141,20 @@ async def explain(
 
 
 async def _explained_class(
-    service: Service, outcome: Outcome, method_index: int, rank: int, params: ExplainParams
+    service: Service,
+    outcome: Outcome,
+    position: tuple[int, int],
+    params: ExplainParams,
+    threshold: Threshold,
 ) -> ExplainedClass:
+    """The entry for one (method, rank): images, and the regions when asked for."""
+    method_index, rank = position
     result = outcome.results[method_index]
     overlay = await service.encode(result.overlays[rank], params.format)
     heatmap = await service.encode(result.heatmaps[rank], "png")
     class_index = result.targets[rank]
-    return ExplainedClass(
+    extras = params.extras()
+    entry = ExplainedClass(
         method=outcome.methods[method_index],
         rank=rank + 1,
         class_index=class_index,
@@ -155,8 +163,32 @@ async def _explained_class(
         overlay=base64.b64encode(overlay).decode(),
         overlay_media_type=MEDIA_TYPES[params.format],
         heatmap=base64.b64encode(heatmap).decode(),
-        raw_map=result.layer_maps[rank].tolist() if "raw_map" in params.extras() else None,
+        raw_map=result.layer_maps[rank].tolist() if "raw_map" in extras else None,
     )
+    if params.wants_regions():
+        regions = await service.in_pool(
+            find_regions, result.heatmaps[rank], threshold, largest_only=params.regions == "largest"
+        )
+        await _add_regions(service, entry, regions, extras)
+    return entry
+
+
+async def _add_regions(
+    service: Service, entry: ExplainedClass, regions: list[Region], extras: tuple[str, ...]
+) -> None:
+    if "boxes" in extras:
+        entry.boxes = [
+            RegionBox(
+                x0=r.box[0], y0=r.box[1], x1=r.box[2], y1=r.box[3], area=r.area, score=r.score
+            )
+            for r in regions
+        ]
+    if "polygons" in extras:
+        entry.polygons = [region.polygon for region in regions]
+    if "masks" in extras and regions:
+        union = np.logical_or.reduce([region.mask for region in regions])
+        png = await service.encode(union.astype(np.uint8) * 255, "png")
+        entry.mask = base64.b64encode(png).decode()
 
 
 def _response(

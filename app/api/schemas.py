@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.engine.colormaps import COLORMAPS, DEFAULT_COLORMAP
 from app.engine.errors import ExplanationError
 from app.engine.methods import METHODS
+from app.labeling.regions import DEFAULT_THRESHOLD
 from app.service import ExplainRequest
 
 __all__ = [
@@ -24,11 +25,12 @@ __all__ = [
     "ModelsResponse",
     "Prediction",
     "Readiness",
+    "RegionBox",
     "Timings",
 ]
 
 ImageFormat = Literal["png", "jpeg", "webp"]
-INCLUDE_OPTIONS = ("raw_map",)
+INCLUDE_OPTIONS = ("raw_map", "boxes", "polygons", "masks")
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -85,6 +87,14 @@ class ExplainParams(CamParams):
     )
     top_k: int = Field(1, ge=1, description="Explain the k most likely classes.")
     include: str = Field("", description=f"Comma-separated extras: {', '.join(INCLUDE_OPTIONS)}.")
+    threshold: str = Field(
+        str(DEFAULT_THRESHOLD),
+        description="For boxes, polygons and masks: keep the map at or above this fraction of "
+        "its maximum, or 'otsu'.",
+    )
+    regions: Literal["largest", "all"] = Field(
+        "largest", description="For boxes, polygons and masks: the largest region, or all."
+    )
 
     def to_request(self) -> ExplainRequest:
         return ExplainRequest(
@@ -98,7 +108,18 @@ class ExplainParams(CamParams):
         )
 
     def extras(self) -> tuple[str, ...]:
-        return _split(self.include)
+        """The ``include`` options, checked against the known ones."""
+        extras = _split(self.include)
+        unknown = sorted(set(extras) - set(INCLUDE_OPTIONS))
+        if unknown:
+            raise ExplanationError(
+                f"unknown include option(s): {', '.join(unknown)}; "
+                f"choose from {', '.join(INCLUDE_OPTIONS)}"
+            )
+        return extras
+
+    def wants_regions(self) -> bool:
+        return bool({"boxes", "polygons", "masks"} & set(self.extras()))
 
 
 class Prediction(BaseModel):
@@ -119,6 +140,28 @@ class ExplainedClass(BaseModel):
     raw_map: list[list[float]] | None = Field(
         None, description="The normalised map at the layer's resolution (include=raw_map)."
     )
+    boxes: list[RegionBox] | None = Field(
+        None, description="Boxes of the thresholded map's regions, largest first (include=boxes)."
+    )
+    polygons: list[list[tuple[int, int]]] | None = Field(
+        None,
+        description="Each region's simplified outline as [x, y] points, in the order of the "
+        "boxes (include=polygons).",
+    )
+    mask: str | None = Field(
+        None, description="Base64 PNG, 255 inside the selected regions, 0 outside (include=masks)."
+    )
+
+
+class RegionBox(BaseModel):
+    """A thresholded region's bounding box in original pixels (x1, y1 exclusive)."""
+
+    x0: int
+    y0: int
+    x1: int
+    y1: int
+    area: int = Field(description="Pixels in the region.")
+    score: float = Field(description="The map's mean over the region, 0 to 1.")
 
 
 class Timings(BaseModel):

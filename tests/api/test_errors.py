@@ -88,6 +88,9 @@ INVALID: list[tuple[str, str, dict[str, str], str, str]] = [
         "everything",
     ),
     ("include-on-cam", "/v1/cam", {"include": "raw_map"}, "invalid_parameter", "include"),
+    ("threshold-above-one", "/v1/explain", {"threshold": "1.5"}, "invalid_parameter", "otsu"),
+    ("threshold-not-a-number", "/v1/explain", {"threshold": "half"}, "invalid_parameter", "half"),
+    ("regions-unknown", "/v1/explain", {"regions": "some"}, "invalid_parameter", "regions"),
 ]
 
 

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from app.engine.colormaps import colormap_table
+from app.labeling.regions import Threshold, find_regions
 from tests.api.helpers import PNG, decode, make_settings, pixels, post_image, serving
 from tests.support import TINY_LABELS, image_bytes
 
@@ -330,6 +331,45 @@ def test_explain_raw_map_has_the_layer_resolution(client: TestClient) -> None:
     assert raw.shape == (8, 8)
     assert raw.max() == pytest.approx(1.0)
     assert raw.min() >= 0.0
+
+
+def test_explain_boxes_polygons_and_mask_come_from_the_heatmap(client: TestClient) -> None:
+    explained = explain(client, include="boxes,polygons,masks", regions="all", threshold="0.4")[
+        "explanations"
+    ][0]
+    heatmap = np.asarray(b64_image(explained["heatmap"]))
+    hot = heatmap >= round(0.4 * heatmap.max())
+    regions = find_regions(heatmap, Threshold("fraction", 0.4))
+    assert [(b["x0"], b["y0"], b["x1"], b["y1"], b["area"]) for b in explained["boxes"]] == [
+        (*r.box, r.area) for r in regions
+    ]
+    assert sum(b["area"] for b in explained["boxes"]) == int(hot.sum())
+    assert [[tuple(p) for p in polygon] for polygon in explained["polygons"]] == [
+        r.polygon for r in regions
+    ]
+    mask = np.asarray(b64_image(explained["mask"]))
+    assert mask.shape == (HEIGHT, WIDTH)
+    assert set(np.unique(mask)) <= {0, 255}
+    np.testing.assert_array_equal(mask == 255, hot)
+
+
+def test_explain_largest_region_by_default(client: TestClient) -> None:
+    every = explain(client, include="boxes", regions="all", threshold="0.3")["explanations"][0]
+    largest = explain(client, include="boxes", threshold="0.3")["explanations"][0]
+    assert largest["boxes"] == every["boxes"][:1]
+    assert largest.get("polygons") is None
+    assert largest.get("mask") is None
+    box = largest["boxes"][0]
+    assert 0 <= box["x0"] < box["x1"] <= WIDTH
+    assert 0 <= box["y0"] < box["y1"] <= HEIGHT
+    assert 0.3 <= box["score"] <= 1.0
+
+
+def test_explain_otsu_threshold(client: TestClient) -> None:
+    explained = explain(client, include="masks", threshold="otsu")["explanations"][0]
+    heatmap = np.asarray(b64_image(explained["heatmap"]))
+    largest = find_regions(heatmap, Threshold("otsu"), largest_only=True)[0]
+    np.testing.assert_array_equal(np.asarray(b64_image(explained["mask"])) == 255, largest.mask)
 
 
 def test_explain_target_explains_that_class(client: TestClient) -> None:

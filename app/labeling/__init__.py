@@ -1,0 +1,1 @@
+"""Labeling-tool integration: CAM regions as boxes, polygons and masks; adapters."""
