@@ -33,7 +33,7 @@ RUN python -m venv "$VIRTUAL_ENV" \
        elif [ "$VARIANT" != "cuda" ]; then \
          echo "VARIANT must be cpu or cuda, not '$VARIANT'" >&2; exit 1; \
        fi \
-    && pip install -c constraints.txt . \
+    && pip install -c constraints.txt ".[labelstudio]" \
     && pip uninstall --yes camserve
 
 # --- the application --------------------------------------------------------------------------

@@ -20,8 +20,8 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/hadolint Dockerfile
-	$(BIN)/ruff check app tests benchmarks
-	$(BIN)/ruff format --check app tests benchmarks
+	$(BIN)/ruff check app tests benchmarks deploy
+	$(BIN)/ruff format --check app tests benchmarks deploy
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -8,11 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.engine.devices import AUTOCAST_DTYPES
 from app.engine.imaging import DEFAULT_MAX_PIXELS
+from app.labeling.regions import parse_threshold
 
 __all__ = ["Settings", "load_settings"]
 
@@ -23,7 +24,11 @@ class Settings(BaseSettings):
     """Every knob of the service; the README lists them with their defaults."""
 
     model_config = SettingsConfigDict(
-        env_prefix="CAMSERVE_", env_file=".env", extra="ignore", frozen=True
+        env_prefix="CAMSERVE_",
+        env_file=".env",
+        extra="ignore",
+        frozen=True,
+        populate_by_name=True,
     )
 
     host: str = Field("127.0.0.1", description="Interface to listen on (0.0.0.0 in containers).")
@@ -61,6 +66,55 @@ class Settings(BaseSettings):
     codec_threads: int = Field(
         0, ge=0, description="Threads that decode and encode images; 0 means one per CPU core."
     )
+    labelstudio_enabled: bool = Field(
+        True, description="Serve the Label Studio ML backend under /labelstudio."
+    )
+    label_studio_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("CAMSERVE_LABEL_STUDIO_URL", "LABEL_STUDIO_URL"),
+        description="Label Studio's address, for task images under /data/ (LABEL_STUDIO_URL).",
+    )
+    label_studio_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("CAMSERVE_LABEL_STUDIO_API_KEY", "LABEL_STUDIO_API_KEY"),
+        description="Label Studio token (legacy or personal access token) for its task images.",
+    )
+    local_files_document_root: Path | None = Field(
+        None,
+        validation_alias=AliasChoices(
+            "CAMSERVE_LOCAL_FILES_DOCUMENT_ROOT",
+            "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT",
+            "LOCAL_FILES_DOCUMENT_ROOT",
+        ),
+        description="Root of Label Studio's local-files storage; no local file outside it is read.",
+    )
+    labelstudio_basic_auth_user: str | None = Field(
+        None, description="User name Label Studio must send (basic auth) to /labelstudio."
+    )
+    labelstudio_basic_auth_pass: SecretStr | None = Field(
+        None, description="Password Label Studio must send (basic auth) to /labelstudio."
+    )
+    labelstudio_model: str | None = Field(
+        None, description="Model for Label Studio predictions; default: the default model."
+    )
+    labelstudio_method: str = Field("gradcam", description="CAM method for pre-annotations.")
+    labelstudio_layer: str | None = Field(None, description="Layer; default: the model's.")
+    labelstudio_threshold: str = Field(
+        "0.5", description="Region threshold: a fraction of the map's maximum, or 'otsu'."
+    )
+    labelstudio_regions: Literal["largest", "all"] = Field(
+        "largest", description="Regions per class: the largest, or all of them."
+    )
+    labelstudio_classes: int = Field(
+        1, ge=1, description="How many of the most likely mapped classes each control gets."
+    )
+    labelstudio_label_map: dict[str, str] = Field(
+        default_factory=dict,
+        description='JSON object, model label → project label, e.g. {"tabby": "cat"}.',
+    )
+    labelstudio_fetch_timeout_s: float = Field(
+        10.0, gt=0, description="Timeout for fetching one task image."
+    )
 
     @field_validator("models", "cors_origins", mode="before")
     @classmethod
@@ -83,6 +137,20 @@ class Settings(BaseSettings):
         if value is not None and not value.get_secret_value().strip():
             return None
         return value
+
+    @field_validator("labelstudio_threshold")
+    @classmethod
+    def _valid_threshold(cls, value: str) -> str:
+        parse_threshold(value)
+        return value
+
+    @model_validator(mode="after")
+    def _basic_auth_is_complete(self) -> Settings:
+        if (self.labelstudio_basic_auth_user is None) != (self.labelstudio_basic_auth_pass is None):
+            raise ValueError(
+                "set both labelstudio_basic_auth_user and labelstudio_basic_auth_pass, or neither"
+            )
+        return self
 
     @model_validator(mode="after")
     def _default_model_is_served(self) -> Settings:

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from app import __version__
-from app.api import explain_routes, model_routes, ops_routes
+from app.api import explain_routes, labelstudio_routes, model_routes, ops_routes
 from app.api.auth import require_api_key
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
@@ -27,9 +27,12 @@ from app.config import Settings, load_settings
 from app.engine.devices import resolve_device
 from app.engine.engine import CamEngine
 from app.hub import ModelHub
+from app.labeling.labelstudio_backend import LabelStudioBackend
+from app.labeling.task_images import ImageSourceConfig, TaskImageFetcher
 from app.logs import configure_logging
 from app.metrics import Metrics
 from app.service import Service
+from app.web import routes as web_routes
 from app.worker import BatchingWorker
 
 __all__ = ["create_app"]
@@ -54,12 +57,15 @@ def create_app(
     service = _build_service(settings, on_fatal)
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.worker.start()
+        fetcher = TaskImageFetcher(_image_sources(settings))
+        app.state.labelstudio = LabelStudioBackend.from_service(service, fetcher)
         try:
             yield
         finally:
             await asyncio.to_thread(service.worker.stop)
+            await fetcher.aclose()
             service.codecs.shutdown(wait=True)
 
     app = FastAPI(title="camserve", version=__version__, description=DESCRIPTION, lifespan=lifespan)
@@ -84,11 +90,26 @@ def create_app(
         )
     app.add_middleware(RequestContextMiddleware, metrics=service.metrics)
     app.include_router(ops_routes.router)
+    app.include_router(web_routes.router)
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
     v1.include_router(explain_routes.router)
     v1.include_router(model_routes.router)
     app.include_router(v1)
+    if settings.labelstudio_enabled:
+        app.include_router(labelstudio_routes.router)
     return app
+
+
+def _image_sources(settings: Settings) -> ImageSourceConfig:
+    """Where the Label Studio backend may read task images from."""
+    key = settings.label_studio_api_key
+    return ImageSourceConfig(
+        label_studio_url=settings.label_studio_url,
+        label_studio_api_key=key.get_secret_value() if key is not None else None,
+        local_files_root=settings.local_files_document_root,
+        max_bytes=settings.max_upload_bytes,
+        timeout_s=settings.labelstudio_fetch_timeout_s,
+    )
 
 
 def _build_service(settings: Settings, on_fatal: Callable[[str], None] | None) -> Service:

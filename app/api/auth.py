@@ -1,14 +1,17 @@
-"""Optional API key: ``Authorization: Bearer <key>``, compared in constant time."""
+"""Optional credentials, compared in constant time: the API key as ``Authorization: Bearer
+<key>`` for the API, basic auth for the Label Studio backend."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import secrets
 
 from fastapi import Request
 
-from app.engine.errors import UnauthorizedError
+from app.engine.errors import BasicAuthError, UnauthorizedError
 
-__all__ = ["require_api_key"]
+__all__ = ["require_api_key", "require_basic_auth"]
 
 
 async def require_api_key(request: Request) -> None:
@@ -21,3 +24,32 @@ async def require_api_key(request: Request) -> None:
         raise UnauthorizedError("missing API key: send 'Authorization: Bearer <key>'")
     if not secrets.compare_digest(given.strip().encode(), expected.get_secret_value().encode()):
         raise UnauthorizedError("wrong API key")
+
+
+async def require_basic_auth(request: Request) -> None:
+    """Label Studio's connect dialog offers basic auth only: with ``labelstudio_basic_auth_*``
+    set, require them; otherwise, with an API key set, require it as the password (any user)."""
+    settings = request.app.state.settings
+    if settings.labelstudio_basic_auth_pass is not None:
+        expected = (settings.labelstudio_basic_auth_user, settings.labelstudio_basic_auth_pass)
+    elif settings.api_key is not None:
+        expected = (None, settings.api_key)
+    else:
+        return
+    user, password = _basic_credentials(request.headers.get("authorization", ""))
+    user_ok = expected[0] is None or secrets.compare_digest(user.encode(), expected[0].encode())
+    password_ok = secrets.compare_digest(password.encode(), expected[1].get_secret_value().encode())
+    if not (user_ok and password_ok):
+        raise BasicAuthError("missing or wrong basic-auth credentials for the Label Studio backend")
+
+
+def _basic_credentials(header: str) -> tuple[str, str]:
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic" or not encoded:
+        return "", ""
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return "", ""
+    user, _, password = decoded.partition(":")
+    return user, password

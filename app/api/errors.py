@@ -1,8 +1,9 @@
 """Every error as ``{"error": {"code", "message"}}`` with its documented HTTP status.
 
-400 bad image · 401 missing/wrong key · 404 unknown model · 413 too large · 415 unsupported type ·
-422 invalid parameter · 429 queue full (with Retry-After) · 503 loading or shutting down ·
-504 deadline passed · 500 only for real faults (generic message, traceback in the log).
+400 bad image or refused image reference · 401 missing/wrong key · 404 unknown model ·
+413 too large · 415 unsupported type · 422 invalid parameter · 429 queue full (with Retry-After) ·
+502 an image's source failed · 503 loading or shutting down · 504 deadline passed or an image's
+source too slow · 500 only for real faults (generic message, traceback in the log).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.engine import errors
+from app.labeling import task_images
 from app.service import ClientDisconnectedError
 
 __all__ = ["error_response", "install_error_handlers", "status_for"]
@@ -34,6 +36,9 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.CamserveError], int], ...] = (
     (errors.NotReadyError, 503),
     (errors.ShuttingDownError, 503),
     (errors.DeadlineExceededError, 504),
+    (task_images.ImageReferenceRefusedError, 400),
+    (task_images.ImageFetchTimeoutError, 504),
+    (task_images.ImageFetchFailedError, 502),
 )
 """First match wins, so subclasses come before their bases."""
 
@@ -64,7 +69,7 @@ async def _camserve_error(_request: Request, error: Exception) -> JSONResponse:
     if isinstance(error, errors.NotReadyError | errors.ShuttingDownError):
         headers["Retry-After"] = "5"
     if isinstance(error, errors.UnauthorizedError):
-        headers["WWW-Authenticate"] = "Bearer"
+        headers["WWW-Authenticate"] = error.challenge
     return error_response(status, error.code, str(error), headers or None)
 
 

@@ -27,6 +27,7 @@
         ├── PayloadTooLargeError       the upload is larger than allowed
         ├── UnsupportedMediaTypeError  the request's content type is not an image
         └── UnauthorizedError          missing or wrong API key
+            └── BasicAuthError         missing or wrong basic auth (Label Studio backend)
 
 Every class carries a short machine-readable ``code`` (used as the HTTP error code) and
 inherits ``ValueError`` where the fault lies in a value the caller passed.
@@ -35,6 +36,7 @@ inherits ``ValueError`` where the fault lies in a value the caller passed.
 from __future__ import annotations
 
 __all__ = [
+    "BasicAuthError",
     "CamserveError",
     "CheckpointMismatchError",
     "DeadlineExceededError",
@@ -175,3 +177,9 @@ class UnsupportedMediaTypeError(ServiceError, ValueError):
 
 class UnauthorizedError(ServiceError):
     code = "unauthorized"
+    challenge = "Bearer"
+    """The ``WWW-Authenticate`` scheme the client should answer with."""
+
+
+class BasicAuthError(UnauthorizedError):
+    challenge = 'Basic realm="camserve"'

@@ -36,6 +36,7 @@ __all__ = [
     "build_model",
     "default_layer",
     "load_model",
+    "model_labels",
     "require_supported",
     "supported_architectures",
 ]
@@ -174,6 +175,16 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             preprocessing=spec.preprocessing(),
             weights=source.description,
         )
+
+
+def model_labels(spec: ModelSpec) -> list[str]:
+    """The class labels ``load_model`` gives ``spec``, found without building the model or
+    reading its weights (torchvision weights only contribute their published categories)."""
+    with _naming_model(spec.name):
+        require_supported(spec.architecture)
+        source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
+        given_labels = spec.load_labels()
+        return _labels(given_labels, source, _num_classes(spec, given_labels, source))
 
 
 def _build_for(spec: ModelSpec, source: WeightsSource, num_classes: int) -> nn.Module:

@@ -13,8 +13,15 @@ import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api.errors import status_for
 from app.engine.engine import CamEngine, CamMaps
 from app.engine.methods import METHODS
+from app.labeling.task_images import (
+    ImageFetchFailedError,
+    ImageFetchTimeoutError,
+    ImageReferenceRefusedError,
+    TaskImageError,
+)
 from app.service import Service
 from tests.api.helpers import assert_error, make_settings, post_image, serving, worker_hook_count
 
@@ -303,3 +310,18 @@ def test_passed_deadline_is_504(
     assert "0.3 s" in message
     blocked.release.set()
     assert_still_serving(client)
+
+
+# ------------------------------------------------------------------ task images
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (ImageReferenceRefusedError("a path outside the local files root"), 400),
+        (ImageFetchFailedError("the image's host answered HTTP 500", 500), 502),
+        (ImageFetchTimeoutError("the image's host did not answer in time"), 504),
+    ],
+)
+def test_task_image_errors_map_to_their_status(error: TaskImageError, status: int) -> None:
+    assert status_for(error) == status

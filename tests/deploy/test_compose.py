@@ -92,3 +92,18 @@ def test_label_studio_is_an_optional_profile() -> None:
     services = load(ROOT / "docker-compose.yml")["services"]
     assert services["label-studio"]["profiles"] == ["labeling"]
     assert "profiles" not in services["camserve"]
+
+
+def test_camserve_reads_the_same_local_files_as_label_studio() -> None:
+    services = load(ROOT / "docker-compose.yml")["services"]
+    camserve, studio = services["camserve"], services["label-studio"]
+
+    def mounts(service: dict[str, Any]) -> dict[str, str]:
+        pairs = (volume.split(":")[:2] for volume in service["volumes"])
+        return {target: source for source, target in pairs}
+
+    root = camserve["environment"]["LOCAL_FILES_DOCUMENT_ROOT"]
+    studio_root = studio["environment"]["LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT"]
+    assert mounts(camserve)[root] == mounts(studio)[studio_root]
+    assert camserve["environment"]["LABEL_STUDIO_URL"].endswith("//label-studio:8080}")
+    assert studio["ports"][0].endswith(":8080")

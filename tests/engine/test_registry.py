@@ -12,6 +12,7 @@ from app.engine.registry import (
     build_model,
     default_layer,
     load_model,
+    model_labels,
     supported_architectures,
 )
 
@@ -165,3 +166,22 @@ def test_unknown_layer_lists_the_candidates() -> None:
     assert "layer4" in message
     assert "layer3.1" in message
     assert "fc" not in message.split("candidates:")[1].split("(", maxsplit=1)[0]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        ModelSpec(name="toy", architecture="resnet18", weights="random", num_classes=3),
+        ModelSpec(name="pets", architecture="resnet18", weights="random", labels=["a", "b"]),
+        ModelSpec(name="plain", architecture="resnet18", weights="random"),
+    ],
+    ids=lambda spec: spec.name,
+)
+def test_model_labels_are_the_loaded_models_labels(spec: ModelSpec) -> None:
+    assert model_labels(spec) == load_model(spec).labels
+
+
+def test_model_labels_name_the_model_in_errors() -> None:
+    spec = ModelSpec(name="odd", architecture="vit_b_16", weights="random")
+    with pytest.raises(UnknownArchitectureError, match=r"model 'odd': unsupported architecture"):
+        model_labels(spec)

@@ -1,0 +1,72 @@
+"""``camserve cvat-function``: write the nuclio ``function.yaml`` that makes a served model a
+CVAT detector (see docs/cvat.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.common import ModelsDir, cli, console, fail
+from app.engine.errors import CamserveError
+from app.engine.registry import model_labels
+from app.labeling.cvat import (
+    DEFAULT_NETWORK,
+    DEFAULT_URL,
+    SHAPE_TYPES,
+    FunctionOptions,
+    function_yaml,
+    parse_shapes,
+)
+from app.labeling.regions import parse_threshold
+from app.model_store import DEFAULT_MODELS_DIR, find_spec
+
+__all__ = ["cvat_function"]
+
+
+@cli.command("cvat-function")
+def cvat_function(
+    model: Annotated[str, typer.Option("--model", "-m", help="The served model to annotate with.")],
+    models_dir: ModelsDir = DEFAULT_MODELS_DIR,
+    url: Annotated[
+        str, typer.Option(help="camserve's URL as the function container reaches it.")
+    ] = DEFAULT_URL,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Where to write function.yaml (default: stdout)."),
+    ] = None,
+    method: Annotated[str, typer.Option(help="CAM method of the heatmaps.")] = "gradcam",
+    top_k: Annotated[int, typer.Option(min=1, help="Classes explained per image.")] = 1,
+    threshold: Annotated[
+        str, typer.Option(help="Heatmap threshold: fraction of the maximum, or 'otsu'.")
+    ] = "0.5",
+    shapes: Annotated[str, typer.Option(help="CVAT shapes to return, comma-separated.")] = ",".join(
+        SHAPE_TYPES
+    ),
+    network: Annotated[
+        str, typer.Option(help="Docker network of CVAT that the function joins.")
+    ] = DEFAULT_NETWORK,
+) -> None:
+    """Write the nuclio function configuration that serves MODEL to CVAT as a detector."""
+    try:
+        parse_threshold(threshold)
+        options = FunctionOptions(
+            model=model,
+            labels=model_labels(find_spec(models_dir, model)),
+            url=url,
+            method=method,
+            shapes=parse_shapes(shapes),
+            top_k=top_k,
+            threshold=threshold,
+            network=network,
+        )
+        text = function_yaml(options)
+    except (CamserveError, ValueError) as error:
+        raise fail(str(error)) from error
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    console.print(f"wrote {output} ({len(options.labels)} labels)", highlight=False)

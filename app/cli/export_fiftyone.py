@@ -1,0 +1,159 @@
+"""``camserve export-fiftyone``: CAM heatmaps and boxes of images as a FiftyOne dataset."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.batch import IMAGE_SUFFIXES, InputFile, find_images
+from app.cli.common import ModelsDir, choose_spec, cli, console, fail, progress_bar
+from app.engine.engine import CamEngine
+from app.engine.errors import CamserveError
+from app.engine.registry import load_model
+from app.labeling.fiftyone_export import (
+    DEFAULT_FIELD,
+    CamFieldOptions,
+    ExportSummary,
+    export_images,
+)
+from app.labeling.regions import parse_threshold
+from app.model_store import DEFAULT_MODELS_DIR
+
+__all__ = ["export_fiftyone"]
+
+
+class Regions(StrEnum):
+    LARGEST = "largest"
+    ALL = "all"
+
+
+@cli.command("export-fiftyone")
+def export_fiftyone(
+    inputs: Annotated[list[Path], typer.Argument(help="Image files or folders (recursive).")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Folder for samples.json and heatmaps/.")
+    ],
+    model: Annotated[str | None, typer.Option(help="Model name from the models folder.")] = None,
+    architecture: Annotated[
+        str | None, typer.Option(help="A torchvision architecture instead of a manifest.")
+    ] = None,
+    weights: Annotated[
+        str, typer.Option(help="With --architecture: weights name, 'random' or a checkpoint.")
+    ] = "DEFAULT",
+    method: Annotated[
+        str, typer.Option(help="CAM method, or several comma-separated (two fields each).")
+    ] = "gradcam",
+    layer: Annotated[str | None, typer.Option(help="Target layer (dotted name).")] = None,
+    target: Annotated[
+        str | None, typer.Option(help="Class index or label to explain (default: top-1).")
+    ] = None,
+    threshold: Annotated[
+        str, typer.Option(help="Box threshold: fraction of the heatmap's maximum, or 'otsu'.")
+    ] = "0.5",
+    regions: Annotated[
+        Regions, typer.Option(help="The largest region of each heatmap, or all of them.")
+    ] = Regions.LARGEST,
+    field: Annotated[str, typer.Option(help="Prefix of the field names.")] = DEFAULT_FIELD,
+    name: Annotated[
+        str | None, typer.Option(help="Dataset name in samples.json (default: the output name).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Images per engine call.")] = 8,
+    device: Annotated[
+        str, typer.Option(envvar="CAMSERVE_DEVICE", help="auto, cpu, cuda.")
+    ] = "auto",
+    models_dir: ModelsDir = DEFAULT_MODELS_DIR,
+) -> None:
+    """Write CAM heatmaps and their boxes as a FiftyOne dataset.
+
+    Heatmaps: OUTPUT/heatmaps/METHOD/RELATIVE_PATH.png, 8-bit grayscale, at the image's size.
+
+    Fields: FIELD_METHOD (Heatmap), FIELD_METHOD_boxes (Detections), FIELD_prediction.
+
+    Load with: fiftyone.Dataset.from_json("OUTPUT/samples.json"); see docs/fiftyone.md.
+    """
+    files = find_images(inputs)
+    _report_ignored(inputs)
+    if not files:
+        raise fail("no image files found in the given paths")
+    try:
+        options = CamFieldOptions(
+            methods=_split_methods(method),
+            layer=layer,
+            target=target,
+            threshold=parse_threshold(threshold),
+            regions=regions.value,
+            prefix=field,
+            batch_size=batch_size,
+        )
+        spec = choose_spec(models_dir, model, architecture, weights, layer)
+        engine = CamEngine.from_loaded(load_model(spec), device=device)
+        info = _info(spec.name, engine, options)
+        summary = _export_with_progress(
+            engine, files, output, options, name or output.resolve().name, info
+        )
+    except CamserveError as error:
+        raise fail(str(error)) from error
+    for skipped in summary.skipped:
+        console.print(
+            f"[yellow]skipped[/] {skipped.path}: {skipped.reason}", highlight=False, soft_wrap=True
+        )
+    if summary.exported == 0:
+        raise fail("none of the images could be read")
+    console.print(
+        f"exported {summary.exported} of {summary.exported + len(summary.skipped)} images "
+        f"to {summary.samples_path}\n"
+        f'load it with: fiftyone.Dataset.from_json("{summary.samples_path}")',
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _split_methods(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _info(model: str, engine: CamEngine, options: CamFieldOptions) -> dict[str, Any]:
+    """What produced the labels, kept in the dataset's ``info``."""
+    threshold = options.threshold
+    return {
+        "model": model,
+        "layer": options.layer or engine.layer,
+        "methods": list(options.methods),
+        "target": options.target,
+        "threshold": "otsu" if threshold.method == "otsu" else threshold.value,
+        "regions": options.regions,
+    }
+
+
+def _report_ignored(inputs: list[Path]) -> None:
+    """Name the files in the given folders that are left out for not being images."""
+    for folder in (path for path in inputs if path.is_dir()):
+        for file in sorted(folder.rglob("*")):
+            if file.is_file() and file.suffix.lower() not in IMAGE_SUFFIXES:
+                console.print(
+                    f"[yellow]ignored[/] {file}: not an image file", highlight=False, soft_wrap=True
+                )
+
+
+def _export_with_progress(
+    engine: CamEngine,
+    files: list[InputFile],
+    output: Path,
+    options: CamFieldOptions,
+    name: str,
+    info: dict[str, Any],
+) -> ExportSummary:
+    with progress_bar("explaining") as progress:
+        task = progress.add_task("explaining", total=len(files))
+        return export_images(
+            engine,
+            files,
+            output,
+            options,
+            name=name,
+            info=info,
+            on_done=lambda: progress.advance(task),
+        )

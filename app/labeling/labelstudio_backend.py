@@ -1,0 +1,175 @@
+"""The Label Studio ML backend's work: from tasks and a labeling config to predictions.
+
+For each task, the image each ``Image`` tag reads is fetched (see ``task_images``), explained
+once by the batching worker for the model's most likely classes, and every control gets the
+most likely classes that map to its labels: boxes, polygons and brush masks from those classes'
+CAM regions, or the class itself for ``Choices``. Tasks are explained concurrently, so the
+worker batches them. A task whose image cannot be had fails the whole request with that
+task's error (Label Studio then logs it and stores nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app import __version__
+from app.engine.errors import ExplanationError
+from app.labeling.label_config import ImageControls, LabelControl, parse_label_config
+from app.labeling.labelstudio_results import LabeledClass, control_results
+from app.labeling.regions import Threshold, find_regions, parse_threshold
+from app.labeling.task_images import TaskImageFetcher
+from app.service import ExplainRequest, Outcome, Service
+
+__all__ = ["LabelStudioBackend", "PredictionOptions"]
+
+
+@dataclass(frozen=True)
+class PredictionOptions:
+    """How pre-annotations are made (the ``labelstudio_*`` settings)."""
+
+    model: str | None
+    method: str
+    layer: str | None
+    threshold: Threshold
+    largest_only: bool
+    classes: int
+    label_map: Mapping[str, str]
+
+
+class LabelStudioBackend:
+    """Answers ``/setup`` and ``/predict`` for any number of Label Studio projects."""
+
+    def __init__(
+        self, service: Service, fetcher: TaskImageFetcher, options: PredictionOptions
+    ) -> None:
+        self.service = service
+        self.fetcher = fetcher
+        self.options = options
+
+    @classmethod
+    def from_service(cls, service: Service, fetcher: TaskImageFetcher) -> LabelStudioBackend:
+        settings = service.settings
+        options = PredictionOptions(
+            model=settings.labelstudio_model,
+            method=settings.labelstudio_method,
+            layer=settings.labelstudio_layer,
+            threshold=parse_threshold(settings.labelstudio_threshold),
+            largest_only=settings.labelstudio_regions == "largest",
+            classes=settings.labelstudio_classes,
+            label_map=settings.labelstudio_label_map,
+        )
+        return cls(service, fetcher, options)
+
+    def model_version(self) -> str:
+        """Names what produced a prediction: camserve's version, model, method and layer."""
+        valid = self.service.validate(self._request(top_k=1))
+        return f"camserve-{__version__}:{valid.model.name}:{valid.methods[0]}:{valid.layer}"
+
+    async def predict(
+        self,
+        tasks: list[dict[str, Any]],
+        label_config: str,
+        deadline: float,
+        disconnected: Callable[[], Awaitable[None]],
+    ) -> list[dict[str, Any]]:
+        """One prediction per task, in the tasks' order."""
+        images = parse_label_config(label_config)
+        if not images:
+            raise ExplanationError(
+                "the labeling config has no RectangleLabels, PolygonLabels, BrushLabels or "
+                "Choices control on an Image; camserve has nothing to predict"
+            )
+        version = self.model_version()
+        return list(
+            await asyncio.gather(
+                *(
+                    self._predict_task(task, images, version, deadline, disconnected)
+                    for task in tasks
+                )
+            )
+        )
+
+    async def _predict_task(
+        self,
+        task: dict[str, Any],
+        images: list[ImageControls],
+        version: str,
+        deadline: float,
+        disconnected: Callable[[], Awaitable[None]],
+    ) -> dict[str, Any]:
+        results: list[dict[str, Any]] = []
+        scores: list[float] = []
+        for image in images:
+            reference = _image_reference(task, image)
+            data = await self.fetcher.fetch(reference, task_id=_task_id(task))
+            outcome = await self._explain(data, deadline, disconnected)
+            for control in image.controls:
+                classes = await self._labeled_classes(control, outcome)
+                size = (outcome.image.width, outcome.image.height)
+                results += control_results(control, classes, size)
+                scores += [score for _, score, _ in classes]
+        return {
+            "model_version": version,
+            "score": max(scores, default=0.0),
+            "result": results,
+        }
+
+    def _request(self, top_k: int) -> ExplainRequest:
+        options = self.options
+        return ExplainRequest(
+            model=options.model, methods=(options.method,), layer=options.layer, top_k=top_k
+        )
+
+    async def _explain(
+        self, data: bytes, deadline: float, disconnected: Callable[[], Awaitable[None]]
+    ) -> Outcome:
+        """Explain the model's most likely classes (as many as a request may ask for)."""
+        model = self.service.hub.get(self.options.model)
+        depth = min(self.service.settings.max_top_k, model.num_classes)
+        valid = self.service.validate(self._request(top_k=depth))
+        return await self.service.explain(valid, data, deadline=deadline, disconnected=disconnected)
+
+    async def _labeled_classes(self, control: LabelControl, outcome: Outcome) -> list[LabeledClass]:
+        """The control's most likely mapped classes, each with its regions."""
+        result = outcome.results[0]
+        chosen: list[LabeledClass] = []
+        for rank, class_index in enumerate(result.targets):
+            label = control.project_label(outcome.model.labels[class_index], self.options.label_map)
+            if label is None or label in {known for known, _, _ in chosen}:
+                continue
+            regions = []
+            if control.kind != "choices":
+                regions = await self.service.in_pool(
+                    find_regions,
+                    result.heatmaps[rank],
+                    self.options.threshold,
+                    largest_only=self.options.largest_only,
+                )
+            chosen.append((label, result.target_probabilities[rank], regions))
+            if len(chosen) == self.options.classes:
+                break
+        return chosen
+
+
+def _image_reference(task: dict[str, Any], image: ImageControls) -> str:
+    data = task.get("data")
+    reference = data.get(image.data_key) if isinstance(data, dict) else None
+    if not isinstance(reference, str) or not reference:
+        raise ExplanationError(
+            f"task {task.get('id', '?')} has no image under data.{image.data_key} "
+            f"(the <Image name={image.name!r}> tag reads ${image.data_key})"
+        )
+    return reference
+
+
+def _task_id(task: dict[str, Any]) -> int | None:
+    task_id = task.get("id")
+    return task_id if isinstance(task_id, int) else None
+
+
+def deadline_from_now(timeout_s: float) -> float:
+    return time.monotonic() + timeout_s

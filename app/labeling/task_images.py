@@ -1,0 +1,527 @@
+"""From the image reference in a Label Studio task to the image's bytes, fetched safely.
+
+A task names its image in one of these ways, and each is fetched (or refused) here:
+
+* ``/data/upload/…``, ``/data/…``, ``/storage-data/…``, ``/tasks/<id>/presign/…`` — paths on
+  the Label Studio server, fetched from the configured Label Studio URL with its API key (a
+  legacy token goes as ``Token <key>``; a personal access token, a JWT refresh token, is first
+  exchanged at ``/api/token/refresh/`` for a short-lived access token sent as ``Bearer``);
+* ``/data/local-files/?d=<path>`` — a file read from disk under the local files root (Label
+  Studio's ``LOCAL_FILES_DOCUMENT_ROOT``), never from outside it;
+* ``http://`` and ``https://`` URLs — fetched directly; the API key only ever goes to Label
+  Studio's own origin, and only when the reference started there;
+* ``data:image/…;base64,…`` — decoded in place;
+* cloud URIs (``s3://``, ``gs://``, ``azure-blob://``, ``azure-spi://``) — through Label Studio's
+  presign endpoint for the task, which answers with the file or a redirect to a signed URL.
+
+Everything else (``file://``, ``ftp://``, bare paths, ``..`` segments) is refused. Every
+download runs under one deadline, follows at most ``MAX_REDIRECTS`` redirects, and stops
+reading as soon as the body passes the size limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path, PureWindowsPath
+from typing import Literal
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import httpx
+
+from app.engine.errors import CamserveError, PayloadTooLargeError
+
+__all__ = [
+    "CLOUD_SCHEMES",
+    "MAX_REDIRECTS",
+    "ImageFetchFailedError",
+    "ImageFetchTimeoutError",
+    "ImageReferenceRefusedError",
+    "ImageSourceConfig",
+    "TaskImageError",
+    "TaskImageFetcher",
+]
+
+MAX_REDIRECTS = 5
+CLOUD_SCHEMES = frozenset({"s3", "gs", "azure-blob", "azure-spi"})
+LABEL_STUDIO_PREFIXES = ("/data/", "/storage-data/")
+PRESIGN_PATH = re.compile(r"/tasks/\d+/presign/?")
+LOCAL_FILES_PATHS = frozenset({"/data/local-files", "/data/local-files/"})
+UPLOAD_PREFIX = "/data/upload/"
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+TOKEN_REFRESH_PATH = "/api/token/refresh/"
+TOKEN_RESPONSE_LIMIT = 64 * 1024
+ACCESS_TOKEN_MARGIN_S = 30.0
+"""An access token this close to its expiry is refreshed before use."""
+
+
+class TaskImageError(CamserveError):
+    """A task's image cannot be had."""
+
+    code = "task_image_error"
+
+
+class ImageReferenceRefusedError(TaskImageError, ValueError):
+    """The reference is one camserve will not follow: an unsupported scheme, a path that leaves
+    its root, or a source this server is not configured for."""
+
+    code = "image_reference_refused"
+
+
+class ImageFetchFailedError(TaskImageError):
+    """The image's source failed: an HTTP error status, a refused connection, a broken reply."""
+
+    code = "image_fetch_failed"
+
+    def __init__(self, message: str, upstream_status: int | None = None) -> None:
+        super().__init__(message)
+        self.upstream_status = upstream_status
+
+
+class ImageFetchTimeoutError(ImageFetchFailedError, TimeoutError):
+    """The image's source did not deliver it within the time limit."""
+
+    code = "image_fetch_timeout"
+
+
+@dataclass(frozen=True)
+class ImageSourceConfig:
+    """Where task images may come from, and how much of them camserve accepts."""
+
+    label_studio_url: str | None = None
+    """Label Studio's base URL, e.g. ``http://localhost:8080``; None refuses Label Studio paths."""
+    label_studio_api_key: str | None = None
+    """A legacy token or a personal access token (a JWT refresh token)."""
+    local_files_root: Path | None = None
+    """Label Studio's ``LOCAL_FILES_DOCUMENT_ROOT``; None refuses ``/data/local-files/``."""
+    max_bytes: int = 20 * 1024 * 1024
+    timeout_s: float = 10.0
+    """The deadline for one download, redirects and token exchange included."""
+
+    def __post_init__(self) -> None:
+        if self.label_studio_url is not None:
+            parts = urlsplit(self.label_studio_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("the Label Studio URL must be an http:// or https:// URL")
+        key = self.label_studio_api_key
+        if key is not None and not (key.isascii() and key.isprintable() and " " not in key):
+            raise ValueError("the Label Studio API key must be printable ASCII without spaces")
+        if self.local_files_root is not None and self.local_files_root.resolve() == Path("/"):
+            raise ValueError("the local files root cannot be '/': every file would be readable")
+        if self.max_bytes <= 0:
+            raise ValueError(f"max_bytes must be positive, got {self.max_bytes}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+
+
+@dataclass(frozen=True)
+class _Download:
+    url: httpx.URL
+    fallback: httpx.URL | None = None
+    """Tried after a 404 (an upload kept in Label Studio's cloud-backed default storage)."""
+
+
+class TaskImageFetcher:
+    """Fetches task images under one configuration, through one pooled HTTP client."""
+
+    def __init__(
+        self, config: ImageSourceConfig, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self._config = config
+        self._client = httpx.AsyncClient(
+            transport=transport,
+            timeout=httpx.Timeout(config.timeout_s),
+            follow_redirects=False,
+            trust_env=False,
+            headers={"User-Agent": "camserve"},
+        )
+        self._label_studio = (
+            httpx.URL(config.label_studio_url.rstrip("/") + "/")
+            if config.label_studio_url
+            else None
+        )
+        self._credentials = (
+            _Credentials(config.label_studio_api_key, self._label_studio, self._client)
+            if config.label_studio_api_key and self._label_studio is not None
+            else None
+        )
+        self._local_root = config.local_files_root.resolve() if config.local_files_root else None
+
+    async def fetch(self, reference: str, task_id: int | None = None) -> bytes:
+        """The bytes of the image ``reference`` names; ``task_id`` is needed for cloud URIs."""
+        text = reference.strip()
+        if not text:
+            raise ImageReferenceRefusedError("the task has an empty image reference")
+        if text[:5].lower() == "data:":
+            return _decode_data_uri(text, self._config.max_bytes)
+        parts = urlsplit(text)
+        scheme = parts.scheme.lower()
+        if scheme in ("http", "https"):
+            _refuse_traversal(parts.path, text)
+            return await self._download(_Download(_parse_url(text)))
+        if scheme in CLOUD_SCHEMES:
+            return await self._download(self._presigned(text, scheme, task_id))
+        if not scheme and text.startswith("/") and not text.startswith("//"):
+            if parts.path in LOCAL_FILES_PATHS:
+                return await asyncio.to_thread(self._read_local_file, parts.query)
+            return await self._download(self._label_studio_path(text, parts.path))
+        raise ImageReferenceRefusedError(_unsupported(text, scheme))
+
+    async def aclose(self) -> None:
+        """Close the HTTP client's connections."""
+        await self._client.aclose()
+
+    async def __aenter__(self) -> TaskImageFetcher:
+        return self
+
+    async def __aexit__(self, *_exc_info: object) -> None:
+        await self.aclose()
+
+    # Where a reference leads
+
+    def _label_studio_path(self, text: str, path: str) -> _Download:
+        _refuse_traversal(path, text)
+        if not (path.startswith(LABEL_STUDIO_PREFIXES) or PRESIGN_PATH.fullmatch(path)):
+            raise ImageReferenceRefusedError(
+                f"{_shown(text)} is neither a Label Studio data path (/data/…, /storage-data/…, "
+                "/tasks/<id>/presign/…) nor a URL"
+            )
+        fallback = None
+        if path.startswith(UPLOAD_PREFIX) and "?" not in text:
+            upload_key = quote(unquote(path.removeprefix("/data/")), safe="/")
+            fallback = _parse_url(
+                self._on_label_studio(text, f"storage-data/uploaded/?filepath={upload_key}")
+            )
+        return _Download(_parse_url(self._on_label_studio(text, text.lstrip("/"))), fallback)
+
+    def _presigned(self, text: str, scheme: str, task_id: int | None) -> _Download:
+        if task_id is None:
+            raise ImageReferenceRefusedError(
+                f"{_shown(text)} is a cloud storage URI; it can only be fetched through Label "
+                "Studio's presign endpoint, which needs the task's id"
+            )
+        encoded = base64.urlsafe_b64encode(text.encode()).decode()
+        return _Download(
+            _parse_url(self._on_label_studio(text, f"tasks/{task_id}/presign/?fileuri={encoded}"))
+        )
+
+    def _on_label_studio(self, text: str, relative: str) -> str:
+        if self._label_studio is None:
+            raise ImageReferenceRefusedError(
+                f"{_shown(text)} lives on Label Studio, but no Label Studio URL is configured"
+            )
+        if self._credentials is None:
+            raise ImageReferenceRefusedError(
+                f"{_shown(text)} lives on Label Studio, but no Label Studio API key is configured"
+            )
+        return str(self._label_studio) + relative
+
+    # Local files
+
+    def _read_local_file(self, query: str) -> bytes:
+        if self._local_root is None:
+            raise ImageReferenceRefusedError(
+                "local files (/data/local-files/) are refused: no local files root is configured"
+            )
+        values = parse_qs(query, keep_blank_values=True).get("d")
+        relative = values[-1] if values else ""
+        path = _inside_root(self._local_root, relative)
+        return _read_limited_file(path, relative, self._config.max_bytes)
+
+    # HTTP
+
+    async def _download(self, download: _Download) -> bytes:
+        fallback = download.fallback
+        try:
+            return await self._download_once(download.url)
+        except ImageFetchFailedError as error:
+            if fallback is None or error.upstream_status != 404:
+                raise
+            return await self._download_once(fallback)
+
+    async def _download_once(self, url: httpx.URL) -> bytes:
+        shown = _describe(url)
+        try:
+            async with asyncio.timeout(self._config.timeout_s):
+                return await self._follow_redirects(url)
+        except CamserveError:
+            raise
+        except (TimeoutError, httpx.TimeoutException):
+            raise ImageFetchTimeoutError(
+                f"{shown} did not deliver the image within {self._config.timeout_s:g} s"
+            ) from None
+        except httpx.HTTPError as error:
+            raise ImageFetchFailedError(f"cannot fetch {shown}: {_reason(error)}") from None
+
+    async def _follow_redirects(self, url: httpx.URL) -> bytes:
+        authorized = self._is_label_studio(url)
+        for _hop in range(MAX_REDIRECTS + 1):
+            if url.scheme not in ("http", "https"):
+                raise ImageReferenceRefusedError(
+                    f"a redirect to a {url.scheme}:// URL is refused; only http(s) is followed"
+                )
+            send_key = authorized and self._is_label_studio(url)
+            headers = await self._auth_headers() if send_key else {}
+            request = self._client.build_request("GET", url, headers=headers)
+            response = await self._client.send(request, stream=True)
+            try:
+                location = response.headers.get("location")
+                if response.status_code in REDIRECT_STATUSES and location:
+                    url = url.join(location)
+                    continue
+                self._check_status(response, send_key)
+                return await _read_limited(response, self._config.max_bytes)
+            finally:
+                await response.aclose()
+        raise ImageFetchFailedError(
+            f"more than {MAX_REDIRECTS} redirects, last to {_describe(url)}"
+        )
+
+    def _check_status(self, response: httpx.Response, sent_key: bool) -> None:
+        status = response.status_code
+        if 200 <= status < 300:
+            return
+        shown = _describe(response.url)
+        if sent_key and status in (401, 403) and self._credentials is not None:
+            self._credentials.forget_access_token()
+            raise ImageFetchFailedError(
+                f"Label Studio refused camserve's API key for {shown} (HTTP {status})", status
+            )
+        raise ImageFetchFailedError(f"{shown} answered HTTP {status}", status)
+
+    async def _auth_headers(self) -> dict[str, str]:
+        if self._credentials is None:
+            return {}
+        return {"Authorization": await self._credentials.authorization()}
+
+    def _is_label_studio(self, url: httpx.URL) -> bool:
+        return self._label_studio is not None and _origin(url) == _origin(self._label_studio)
+
+
+class _Credentials:
+    """Label Studio's API key, as the ``Authorization`` header its kind of token calls for."""
+
+    def __init__(self, api_key: str, label_studio: httpx.URL, client: httpx.AsyncClient) -> None:
+        self._api_key = api_key
+        self._refresh_url = label_studio.join(TOKEN_REFRESH_PATH.lstrip("/"))
+        self._client = client
+        self._kind = _token_kind(api_key)
+        self._access_token: str | None = None
+        self._access_expires_at = 0.0
+        self._lock = asyncio.Lock()
+
+    async def authorization(self) -> str:
+        if self._kind == "legacy":
+            return f"Token {self._api_key}"
+        if self._kind == "access":
+            return f"Bearer {self._api_key}"
+        async with self._lock:
+            if self._access_token is None or time.time() >= self._access_expires_at:
+                await self._refresh()
+            return f"Bearer {self._access_token}"
+
+    def forget_access_token(self) -> None:
+        """Drop the cached access token, so that the next request exchanges the key again."""
+        self._access_token = None
+
+    async def _refresh(self) -> None:
+        """Exchange the personal access token for an access token."""
+        request = self._client.build_request(
+            "POST", self._refresh_url, json={"refresh": self._api_key}
+        )
+        response = await self._client.send(request, stream=True)
+        try:
+            if response.status_code != 200:
+                raise ImageFetchFailedError(
+                    "Label Studio refused to exchange camserve's personal access token "
+                    f"(HTTP {response.status_code}); it may have expired or been revoked",
+                    response.status_code,
+                )
+            body = await _read_limited(response, TOKEN_RESPONSE_LIMIT)
+        finally:
+            await response.aclose()
+        access = _access_token_from(body)
+        claims = _jwt_claims(access) or {}
+        expiry = claims.get("exp")
+        lifetime_end = float(expiry) if isinstance(expiry, int | float) else float("inf")
+        self._access_token = access
+        self._access_expires_at = lifetime_end - ACCESS_TOKEN_MARGIN_S
+
+
+def _token_kind(api_key: str) -> Literal["legacy", "access", "refresh"]:
+    claims = _jwt_claims(api_key)
+    if claims is None:
+        return "legacy"
+    return "refresh" if claims.get("token_type") == "refresh" else "access"
+
+
+def _jwt_claims(token: str) -> dict[str, object] | None:
+    """The claims of a well-formed JWT (signature unchecked), or None for any other string."""
+    segments = token.split(".")
+    if len(segments) != 3:
+        return None
+    try:
+        header, claims = (
+            json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+            for part in segments[:2]
+        )
+    except (ValueError, binascii.Error):
+        return None
+    if not isinstance(header, dict) or "alg" not in header or not isinstance(claims, dict):
+        return None
+    return claims
+
+
+def _access_token_from(body: bytes) -> str:
+    try:
+        access = json.loads(body).get("access")
+    except (ValueError, AttributeError):
+        access = None
+    if not isinstance(access, str) or not access:
+        raise ImageFetchFailedError("Label Studio's token refresh answer has no access token")
+    return access
+
+
+async def _read_limited(response: httpx.Response, limit: int) -> bytes:
+    """The response's body, refused as soon as it (or its declared length) passes ``limit``."""
+    shown = _describe(response.url)
+    declared = response.headers.get("content-length", "")
+    encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
+    if declared.isdigit() and not encoded and int(declared) > limit:
+        raise PayloadTooLargeError(
+            f"{shown} declares {int(declared)} bytes, more than the {limit}-byte limit"
+        )
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            raise PayloadTooLargeError(f"{shown} sent more than the {limit}-byte limit")
+    return bytes(body)
+
+
+def _decode_data_uri(text: str, limit: int) -> bytes:
+    header, comma, payload = text[5:].partition(",")
+    media_type, *parameters = header.lower().split(";")
+    if not comma or not media_type.startswith("image/") or "base64" not in parameters:
+        raise ImageReferenceRefusedError(
+            "only base64 data URIs of an image are accepted (data:image/<type>;base64,…)"
+        )
+    if len(payload) // 4 * 3 > limit + 2:
+        raise PayloadTooLargeError(f"the data URI holds more than the {limit}-byte limit")
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except binascii.Error:
+        raise ImageReferenceRefusedError("the data URI's payload is not valid base64") from None
+    if len(data) > limit:
+        raise PayloadTooLargeError(f"the data URI holds more than the {limit}-byte limit")
+    return data
+
+
+def _inside_root(root: Path, relative: str) -> Path:
+    """``relative`` (a ``?d=`` value) as a regular file under ``root``, symlinks resolved."""
+    shown = repr(relative[:200])
+    if not relative:
+        raise ImageReferenceRefusedError("the local file reference has no path (?d=)")
+    if "\x00" in relative or "\\" in relative:
+        raise ImageReferenceRefusedError(
+            f"the local file path {shown} contains a backslash or a NUL character"
+        )
+    if relative.startswith("/") or PureWindowsPath(relative).drive:
+        raise ImageReferenceRefusedError(
+            f"the local file path {shown} is absolute; it must be relative to the local files root"
+        )
+    if ".." in relative.split("/"):
+        raise ImageReferenceRefusedError(f"the local file path {shown} contains '..'")
+    path = Path(os.path.realpath(root / relative))
+    if not path.is_relative_to(root):
+        raise ImageReferenceRefusedError(
+            f"the local file path {shown} leads outside the local files root (a symlink)"
+        )
+    if not path.is_file():
+        raise ImageReferenceRefusedError(f"there is no file {shown} under the local files root")
+    return path
+
+
+def _read_limited_file(path: Path, shown: str, limit: int) -> bytes:
+    try:
+        with path.open("rb") as file:
+            if os.fstat(file.fileno()).st_size > limit:
+                raise PayloadTooLargeError(
+                    f"the local file {shown!r} is larger than the {limit}-byte limit"
+                )
+            data = file.read(limit + 1)
+    except OSError as error:
+        raise ImageFetchFailedError(
+            f"cannot read the local file {shown!r}: {error.strerror or type(error).__name__}"
+        ) from None
+    if len(data) > limit:
+        raise PayloadTooLargeError(
+            f"the local file {shown!r} is larger than the {limit}-byte limit"
+        )
+    return data
+
+
+def _reason(error: httpx.HTTPError) -> str:
+    """Why a request failed; the text only of network errors (others may quote headers)."""
+    if isinstance(error, httpx.NetworkError) and str(error):
+        return f"{type(error).__name__}: {error}"
+    return type(error).__name__
+
+
+def _refuse_traversal(path: str, text: str) -> None:
+    """Refuse ``.`` and ``..`` segments (also percent-encoded) and backslashes in a URL path."""
+    decoded = unquote(path)
+    if "\\" in decoded or any(segment in (".", "..") for segment in decoded.split("/")):
+        raise ImageReferenceRefusedError(
+            f"{_shown(text)} is refused: its path contains '..', '.' or a backslash"
+        )
+
+
+def _unsupported(text: str, scheme: str) -> str:
+    if text.startswith("//"):
+        return f"{_shown(text)} is refused: protocol-relative URLs need an http(s) scheme"
+    if scheme:
+        return (
+            f"{scheme}:// image references are refused; use http(s), a Label Studio path, "
+            "a local-files path, a data URI or a cloud storage URI"
+        )
+    return f"{_shown(text)} is refused: bare file paths are never read"
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    default_port = {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host.lower(), url.port or default_port
+
+
+def _describe(url: httpx.URL) -> str:
+    """The URL without credentials, query or fragment (presigned URLs carry secrets there)."""
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}{url.path}"
+
+
+def _shown(text: str) -> str:
+    """A reference for a message: without userinfo, query or fragment, and not too long."""
+    parts = urlsplit(text)
+    host = f"{parts.hostname or ''}:{_port_of(text)}".removesuffix(":")
+    prefix = f"{parts.scheme}://{host}" if parts.scheme else ""
+    return repr((prefix + parts.path)[:200])
+
+
+def _port_of(text: str) -> str:
+    try:
+        return str(urlsplit(text).port or "")
+    except ValueError:
+        return ""
+
+
+def _parse_url(text: str) -> httpx.URL:
+    try:
+        return httpx.URL(text)
+    except httpx.InvalidURL:
+        raise ImageReferenceRefusedError(f"{_shown(text)} is not a valid URL") from None

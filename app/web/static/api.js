@@ -1,0 +1,86 @@
+// Calls to camserve's HTTP API from the page: the API key goes along as a bearer token, and a
+// failed call becomes an ApiError carrying the API's own code and message.
+
+/** A refused or failed call; `message` is the API's wording when it sent one. */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export class Api {
+  /** `readKey` returns the API key to send ('' for none). */
+  constructor(readKey) {
+    this.readKey = readKey;
+  }
+
+  /** GET /v1/models: the served models and the ones that failed to load. */
+  async models(signal) {
+    const response = await this.send('/v1/models', { signal });
+    return response.json();
+  }
+
+  /** POST /v1/explain with `file` as the multipart field `image`. */
+  async explain(file, params, signal) {
+    const response = await this.send(`/v1/explain?${query(params)}`, {
+      method: 'POST',
+      body: imageForm(file),
+      signal,
+    });
+    return response.json();
+  }
+
+  /** POST /v1/cam: the overlay image as a Blob. */
+  async overlay(file, params, signal) {
+    const response = await this.send(`/v1/cam?${query(params)}`, {
+      method: 'POST',
+      body: imageForm(file),
+      signal,
+    });
+    return response.blob();
+  }
+
+  async send(path, init) {
+    const key = this.readKey();
+    const headers = key ? { Authorization: `Bearer ${key}` } : {};
+    let response;
+    try {
+      response = await fetch(path, { ...init, headers });
+    } catch (error) {
+      if (error.name === 'AbortError') throw error;
+      throw new ApiError(0, 'unreachable', `The server could not be reached (${error.message}).`);
+    }
+    if (!response.ok) throw await errorFrom(response);
+    return response;
+  }
+}
+
+function imageForm(file) {
+  const form = new FormData();
+  form.append('image', file, file.name || 'image');
+  return form;
+}
+
+/** A query string from `params`, leaving out empty values. */
+function query(params) {
+  const entries = Object.entries(params).filter(([, value]) => value !== '' && value != null);
+  return new URLSearchParams(entries.map(([name, value]) => [name, String(value)])).toString();
+}
+
+async function errorFrom(response) {
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    // Not JSON (a proxy's error page, say): fall back to the status line below.
+  }
+  const error = body?.error;
+  if (error && typeof error.message === 'string') {
+    return new ApiError(response.status, String(error.code ?? ''), error.message);
+  }
+  const line = `HTTP ${response.status} ${response.statusText}`.trim();
+  return new ApiError(response.status, 'http_error', line);
+}

@@ -1,0 +1,418 @@
+// The page's controller. It lists the models, sends the image to /v1/explain, keeps every
+// explanation it got (by method and class), and repaints them in the browser when only the
+// opacity, the colormap or the boxes change, so those need no new request.
+
+import { Api } from './api.js';
+import { ExplanationCard, methodName, percent } from './cards.js';
+import { watchImageInput } from './imageinput.js';
+import { isRemembered, storedKey, storeKey } from './keystore.js';
+import { decodeHeatmap, decodeImage, loadColormaps } from './pixels.js';
+
+const COLORMAPS_URL = '/static/colormaps.json';
+const DEFAULT_METHOD = 'gradcam';
+const MODELS_RETRY_MS = 2000;
+
+const byId = (id) => document.getElementById(id);
+const ui = {
+  controls: byId('controls'),
+  key: byId('api-key'),
+  remember: byId('remember-key'),
+  model: byId('model'),
+  modelDescription: byId('model-description'),
+  layer: byId('layer'),
+  methods: byId('methods'),
+  classes: byId('classes'),
+  alpha: byId('alpha'),
+  alphaValue: byId('alpha-value'),
+  colormap: byId('colormap'),
+  boxes: byId('show-boxes'),
+  threshold: byId('threshold'),
+  dropZone: byId('drop-zone'),
+  fileInput: byId('file-input'),
+  preview: byId('preview'),
+  fileName: byId('file-name'),
+  error: byId('error'),
+  status: byId('status'),
+  results: byId('results'),
+  cardTemplate: byId('card-template'),
+};
+const classesHint = ui.classes.firstElementChild;
+
+const state = {
+  models: [], // GET /v1/models' `models`
+  colormaps: {}, // colormap name → lookup table
+  appliedKey: '', // the key the models were last listed with
+  modelsRequest: null, // AbortController of the models listing in progress
+  modelsRetry: 0, // timer of the next listing while the server is still loading
+  file: null, // the image being explained
+  fileStem: 'image',
+  decoded: null, // Promise of the browser's own decoding of `file` (null when it cannot)
+  original: null, // the image's pixels (ImageData) at the size the server reported
+  size: null, // {width, height} of the image as the server decoded it
+  predictions: [], // the chosen model's top predictions for `file`
+  explained: new Map(), // `${method}|${classIndex}` → {entry, heatmap}
+  served: null, // {model, layer} of the latest answer
+  cards: [],
+  run: null, // AbortController of the update in progress
+};
+
+const api = new Api(() => ui.key.value.trim());
+
+start();
+
+async function start() {
+  ui.key.value = storedKey();
+  ui.remember.checked = isRemembered();
+  state.appliedKey = ui.key.value.trim();
+  bindControls();
+  watchImageInput({ dropZone: ui.dropZone, fileInput: ui.fileInput, onFile: chooseFile });
+  try {
+    state.colormaps = await loadColormaps(COLORMAPS_URL);
+    fillColormaps();
+  } catch (error) {
+    showError(error);
+  }
+  await loadModels();
+}
+
+function bindControls() {
+  ui.controls.addEventListener('submit', (event) => {
+    event.preventDefault();
+    applyKey();
+  });
+  ui.key.addEventListener('change', applyKey);
+  ui.remember.addEventListener('change', () => storeKey(ui.key.value.trim(), ui.remember.checked));
+  ui.model.addEventListener('change', () => {
+    fillModelControls();
+    forgetPredictions();
+    update();
+  });
+  for (const select of [ui.layer, ui.threshold]) {
+    select.addEventListener('change', () => {
+      state.explained.clear();
+      update();
+    });
+  }
+  for (const group of [ui.methods, ui.classes]) {
+    group.addEventListener('change', (event) => {
+      keepOneChecked(group, event.target);
+      update();
+    });
+  }
+  ui.alpha.addEventListener('input', repaint);
+  ui.colormap.addEventListener('change', repaint);
+  ui.boxes.addEventListener('change', repaint);
+}
+
+// ---------------------------------------------------------------------------- API key, models
+
+async function applyKey() {
+  const key = ui.key.value.trim();
+  storeKey(key, ui.remember.checked);
+  if (key === state.appliedKey) return;
+  state.appliedKey = key;
+  await loadModels();
+  update();
+}
+
+async function loadModels() {
+  state.modelsRequest?.abort();
+  clearTimeout(state.modelsRetry);
+  const request = new AbortController();
+  state.modelsRequest = request;
+  try {
+    const { models, failed } = await api.models(request.signal);
+    state.models = models;
+    if (fillModels()) forgetPredictions();
+    clearError();
+    if (models.length === 0) noModelsYet(failed);
+    else if (!state.file) setStatus('');
+  } catch (error) {
+    if (!request.signal.aborted) showError(error);
+  }
+}
+
+function noModelsYet(failed) {
+  const reasons = Object.entries(failed).map(([name, why]) => `${name}: ${why}`);
+  if (reasons.length > 0) {
+    showError(new Error(`No model could be loaded. ${reasons.join('; ')}`));
+    return;
+  }
+  setStatus('The server is still loading its models…');
+  state.modelsRetry = setTimeout(loadModels, MODELS_RETRY_MS);
+}
+
+/** Fill the model list, keeping the chosen model if it is still served; true if it changed. */
+function fillModels() {
+  const previous = ui.model.value;
+  const options = state.models.map(
+    (model) => new Option(`${model.name} (${model.architecture})`, model.name),
+  );
+  ui.model.replaceChildren(...options);
+  if (state.models.some((model) => model.name === previous)) ui.model.value = previous;
+  fillModelControls();
+  return ui.model.value !== previous;
+}
+
+function currentModel() {
+  return state.models.find((model) => model.name === ui.model.value) ?? null;
+}
+
+function fillModelControls() {
+  const model = currentModel();
+  ui.modelDescription.textContent = model?.description ?? '';
+  ui.layer.replaceChildren(...layerOptions(model));
+  fillMethods(model?.methods ?? []);
+}
+
+function layerOptions(model) {
+  if (!model) return [];
+  const others = model.candidate_layers.filter((layer) => layer !== model.default_layer);
+  return [
+    new Option(`${model.default_layer} (default)`, ''),
+    ...others.map((layer) => new Option(layer, layer)),
+  ];
+}
+
+/** One checkbox per method, keeping the chosen ones the model also offers. */
+function fillMethods(methods) {
+  const kept = chosenMethods().filter((method) => methods.includes(method));
+  const fallback = methods.includes(DEFAULT_METHOD) ? DEFAULT_METHOD : methods[0];
+  const checked = new Set(kept.length > 0 ? kept : [fallback]);
+  ui.methods.replaceChildren(
+    ...methods.map((method) => choice('method', method, methodName(method), checked.has(method))),
+  );
+}
+
+function fillColormaps() {
+  const names = Object.keys(state.colormaps);
+  ui.colormap.replaceChildren(...names.map((name) => new Option(name, name)));
+}
+
+// ---------------------------------------------------------------------------- the image
+
+function chooseFile(file) {
+  state.file = file;
+  state.fileStem = (file.name || 'image').replace(/\.[^.]*$/, '') || 'image';
+  state.decoded = decodeImage(file).catch(() => null);
+  state.original = null;
+  state.size = null;
+  showFile(file);
+  forgetPredictions();
+  state.cards = [];
+  ui.results.replaceChildren();
+  update();
+}
+
+function showFile(file) {
+  if (ui.preview.src) URL.revokeObjectURL(ui.preview.src);
+  ui.preview.hidden = false;
+  ui.preview.onerror = () => {
+    ui.preview.hidden = true;
+  };
+  ui.preview.src = URL.createObjectURL(file);
+  ui.fileName.textContent = file.name || 'pasted image';
+}
+
+function forgetPredictions() {
+  state.predictions = [];
+  state.explained.clear();
+  ui.classes.replaceChildren(classesHint);
+}
+
+// ---------------------------------------------------------------------------- explaining
+
+/** Ask for whatever the chosen classes and methods still lack, then show them. */
+async function update() {
+  if (!state.file) return;
+  state.run?.abort();
+  const run = new AbortController();
+  state.run = run;
+  clearError();
+  setBusy(true);
+  try {
+    if (state.predictions.length === 0) await explainTopPrediction(run.signal);
+    await explainChosen(run.signal);
+    state.original ??= await originalPixels(run.signal);
+    render();
+    setStatus(summary());
+  } catch (error) {
+    if (run.signal.aborted) return;
+    setStatus('');
+    showError(error);
+  } finally {
+    if (state.run === run) {
+      state.run = null;
+      setBusy(false);
+    }
+  }
+}
+
+/** The first request for an image: the top predictions, and the top class explained. */
+async function explainTopPrediction(signal) {
+  const response = await api.explain(state.file, requestParams(chosenMethods()), signal);
+  await keep(response, signal);
+  state.predictions = response.predictions;
+  state.size = { width: response.width, height: response.height };
+  ui.classes.replaceChildren(
+    ...response.predictions.map((prediction, rank) =>
+      choice('class', String(prediction.index), prediction.label, rank === 0, percent(prediction.probability)),
+    ),
+  );
+}
+
+/** One request per chosen class that lacks some chosen methods. */
+async function explainChosen(signal) {
+  const methods = chosenMethods();
+  const requests = chosenClasses()
+    .map((classIndex) => [classIndex, methods.filter((method) => !isExplained(method, classIndex))])
+    .filter(([, missing]) => missing.length > 0);
+  await Promise.all(
+    requests.map(async ([classIndex, missing]) => {
+      const params = { ...requestParams(missing), target: classIndex };
+      await keep(await api.explain(state.file, params, signal), signal);
+    }),
+  );
+}
+
+function requestParams(methods) {
+  return {
+    model: ui.model.value,
+    layer: ui.layer.value,
+    method: methods.join(','),
+    alpha: ui.alpha.value,
+    colormap: ui.colormap.value,
+    include: 'boxes',
+    threshold: ui.threshold.value,
+  };
+}
+
+/** Decode and keep every explanation of `response`, unless a newer update has started. */
+async function keep(response, signal) {
+  const decoded = await Promise.all(
+    response.explanations.map(async (entry) => ({ entry, heatmap: await decodeHeatmap(entry.heatmap) })),
+  );
+  throwIfAborted(signal);
+  for (const explained of decoded) {
+    const { method, class_index: classIndex } = explained.entry;
+    state.explained.set(explainedKey(method, classIndex), explained);
+  }
+  state.served = { model: response.model, layer: response.layer };
+}
+
+/**
+ * The image's pixels as the server sees them: the browser's decoding when it has the server's
+ * size; otherwise (a format the browser cannot read, such as TIFF) the server's own decoding,
+ * which /v1/cam returns as an overlay at opacity 0.
+ */
+async function originalPixels(signal) {
+  const decoded = await state.decoded;
+  throwIfAborted(signal);
+  const { width, height } = state.size;
+  if (decoded && decoded.width === width && decoded.height === height) return decoded;
+  const params = { model: ui.model.value, layer: ui.layer.value, alpha: 0, format: 'png' };
+  const pixels = await decodeImage(await api.overlay(state.file, params, signal));
+  throwIfAborted(signal);
+  return pixels;
+}
+
+function throwIfAborted(signal) {
+  if (signal.aborted) throw new DOMException('a newer update started', 'AbortError');
+}
+
+function explainedKey(method, classIndex) {
+  return `${method}|${classIndex}`;
+}
+
+function isExplained(method, classIndex) {
+  return state.explained.has(explainedKey(method, classIndex));
+}
+
+// ---------------------------------------------------------------------------- showing
+
+/** One card per chosen class and method, in the order of the lists. */
+function render() {
+  const cards = [];
+  for (const classIndex of chosenClasses()) {
+    for (const method of chosenMethods()) {
+      const explained = state.explained.get(explainedKey(method, classIndex));
+      if (explained) cards.push(new ExplanationCard(ui.cardTemplate, explained, state.fileStem));
+    }
+  }
+  state.cards = cards;
+  ui.results.replaceChildren(...cards.map((card) => card.element));
+  ui.results.classList.toggle('several', cards.length > 1);
+  repaint();
+}
+
+/** Blend every card again from the kept heatmaps: no request. */
+function repaint() {
+  const alpha = Number(ui.alpha.value);
+  ui.alphaValue.textContent = alpha.toFixed(2);
+  const lut = state.colormaps[ui.colormap.value];
+  if (!state.original || !lut) return;
+  const view = { original: state.original, lut, alpha, boxes: ui.boxes.checked };
+  for (const card of state.cards) card.paint(view);
+}
+
+function summary() {
+  const count = state.cards.length;
+  const { model, layer } = state.served;
+  return `${count} ${count === 1 ? 'heatmap' : 'heatmaps'} from ${model}, layer ${layer}.`;
+}
+
+function setBusy(busy) {
+  ui.results.setAttribute('aria-busy', String(busy));
+  if (busy) setStatus('Explaining…');
+}
+
+function setStatus(text) {
+  ui.status.textContent = text;
+}
+
+function showError(error) {
+  ui.error.textContent = error.message;
+  ui.error.dataset.code = error.code ?? '';
+}
+
+function clearError() {
+  ui.error.textContent = '';
+  delete ui.error.dataset.code;
+}
+
+// ---------------------------------------------------------------------------- checkbox lists
+
+function choice(name, value, text, checked, note = '') {
+  const label = document.createElement('label');
+  label.className = 'choice';
+  const input = document.createElement('input');
+  input.type = 'checkbox';
+  input.name = name;
+  input.value = value;
+  input.checked = checked;
+  label.append(input, ` ${text}`);
+  if (note) {
+    const detail = document.createElement('span');
+    detail.className = 'probability';
+    detail.textContent = note;
+    label.append(' ', detail);
+  }
+  return label;
+}
+
+function checkedValues(group) {
+  return Array.from(group.querySelectorAll('input:checked'), (input) => input.value);
+}
+
+function chosenMethods() {
+  return checkedValues(ui.methods);
+}
+
+function chosenClasses() {
+  return checkedValues(ui.classes).map(Number);
+}
+
+/** Unchecking the last box of a list checks it again: something must stay chosen. */
+function keepOneChecked(group, changed) {
+  if (checkedValues(group).length === 0) changed.checked = true;
+}

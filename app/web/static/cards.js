@@ -1,0 +1,103 @@
+// One explanation on the page: a card with the blended canvas, a caption naming the method and
+// the class, and buttons that download the overlay and the heatmap.
+
+import { blend, blobFromBase64 } from './pixels.js';
+
+const METHOD_NAMES = {
+  cam: 'CAM',
+  gradcam: 'Grad-CAM',
+  'gradcam++': 'Grad-CAM++',
+  xgradcam: 'XGrad-CAM',
+  hirescam: 'HiResCAM',
+  layercam: 'LayerCAM',
+  scorecam: 'Score-CAM',
+  eigencam: 'Eigen-CAM',
+};
+
+/** How the page names a method ('gradcam++' → 'Grad-CAM++'). */
+export function methodName(method) {
+  return METHOD_NAMES[method] ?? method;
+}
+
+/** A probability in [0, 1] as a percentage with one decimal. */
+export function percent(probability) {
+  return `${(100 * probability).toFixed(1)}%`;
+}
+
+export class ExplanationCard {
+  /**
+   * `explained` is {entry, heatmap}: one entry of /v1/explain's `explanations` and its decoded
+   * heatmap; `fileStem` starts the names of the downloaded files.
+   */
+  constructor(template, explained, fileStem) {
+    this.entry = explained.entry;
+    this.heatmap = explained.heatmap;
+    this.element = template.content.firstElementChild.cloneNode(true);
+    this.canvas = this.element.querySelector('canvas');
+    this.canvas.width = this.heatmap.width;
+    this.canvas.height = this.heatmap.height;
+    this.stem = safeName(`${fileStem}-${this.entry.method}-class${this.entry.class_index}`);
+    this.caption();
+    this.element.dataset.method = this.entry.method;
+    this.element.dataset.classIndex = String(this.entry.class_index);
+    this.element.querySelector('[data-download="overlay"]').addEventListener('click', () => {
+      this.canvas.toBlob((blob) => save(blob, `${this.stem}-overlay.png`), 'image/png');
+    });
+    this.element.querySelector('[data-download="heatmap"]').addEventListener('click', () => {
+      save(blobFromBase64(this.entry.heatmap, 'image/png'), `${this.stem}-heatmap.png`);
+    });
+  }
+
+  caption() {
+    const { method, label, probability } = this.entry;
+    const text = `${methodName(method)}, ${label} (${percent(probability)})`;
+    this.element.querySelector('.method').textContent = methodName(method);
+    this.element.querySelector('.label').textContent = label;
+    this.element.querySelector('.probability').textContent = percent(probability);
+    this.canvas.setAttribute('aria-label', `${text} heatmap`);
+    for (const button of this.element.querySelectorAll('[data-download]')) {
+      button.setAttribute('aria-label', `${button.textContent}: ${text}`);
+    }
+  }
+
+  /** Draw the blend for `view` = {original: ImageData, lut, alpha, boxes: boolean}. */
+  paint(view) {
+    const context = this.canvas.getContext('2d', { willReadFrequently: true });
+    context.putImageData(blend(view.original, this.heatmap, view.lut, view.alpha), 0, 0);
+    if (view.boxes) drawBoxes(context, this.entry.boxes ?? []);
+  }
+}
+
+/** Each box as a white line on a black band, inside its pixels (x1, y1 exclusive). */
+function drawBoxes(context, boxes) {
+  const { width, height } = context.canvas;
+  const line = Math.max(1, Math.round(Math.min(width, height) / 100));
+  for (const box of boxes) {
+    const [x, y, w, h] = [box.x0, box.y0, box.x1 - box.x0, box.y1 - box.y0];
+    strokeInside(context, [x, y, w, h], 3 * line, '#000000');
+    strokeInside(context, [x + line, y + line, w - 2 * line, h - 2 * line], line, '#ffffff');
+  }
+}
+
+/** A rectangle's outline of `line` pixels drawn just inside [x, x + width) × [y, y + height). */
+function strokeInside(context, [x, y, width, height], line, color) {
+  context.lineWidth = line;
+  context.strokeStyle = color;
+  const half = line / 2;
+  context.strokeRect(x + half, y + half, Math.max(0, width - line), Math.max(0, height - line));
+}
+
+function save(blob, name) {
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = name;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+function safeName(text) {
+  return text.replace(/[^A-Za-z0-9._-]+/g, '-');
+}

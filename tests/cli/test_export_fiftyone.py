@@ -1,0 +1,174 @@
+"""``camserve export-fiftyone``: a folder or files in, heatmap PNGs and samples.json out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from typer.testing import CliRunner
+
+from app.cli import cli
+from tests.support import TINY_LABELS, write_test_models
+
+runner = CliRunner()
+
+SIZES = {"a.png": (40, 30), "nested/b.jpg": (50, 70), "nested/deeper/c.bmp": (24, 36)}
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def models_dir(tmp_path: Path) -> Path:
+    return write_test_models(tmp_path / "models")
+
+
+@pytest.fixture
+def images(tmp_path: Path) -> Path:
+    folder = tmp_path / "images"
+    rng = np.random.default_rng(3)
+    for relative, (width, height) in SIZES.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path)
+    (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated at once")
+    (folder / "nested" / "notes.txt").write_text("not an image")
+    return folder
+
+
+def export(models_dir: Path, *args: str) -> Any:
+    return runner.invoke(
+        cli,
+        ["export-fiftyone", *args, "--model", "tiny", "--models-dir", str(models_dir)],
+    )
+
+
+def test_a_folder_becomes_heatmaps_and_samples_json(
+    models_dir: Path, images: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = export(
+        models_dir,
+        str(images),
+        "-o",
+        str(out),
+        "--method",
+        "gradcam,gradcam++",
+        "--batch-size",
+        "2",
+    )
+    assert result.exit_code == 0, result.output
+    assert f"skipped {images / 'broken.png'}" in result.output
+    assert f"ignored {images / 'nested' / 'notes.txt'}: not an image file" in result.output
+    assert "exported 3 of 4 images" in result.output
+    assert f'fiftyone.Dataset.from_json("{out.resolve() / "samples.json"}")' in result.output
+    document = json.loads((out / "samples.json").read_text())
+    assert document["name"] == "out"
+    assert document["info"]["camserve"] == {
+        "model": "tiny",
+        "layer": "layer4",
+        "methods": ["gradcam", "gradcam++"],
+        "target": None,
+        "threshold": 0.5,
+        "regions": "largest",
+    }
+    assert sorted(name for name in document["sample_fields"] if "." not in name) == [
+        "cam_gradcam",
+        "cam_gradcam_boxes",
+        "cam_gradcampp",
+        "cam_gradcampp_boxes",
+        "cam_prediction",
+    ]
+    by_path = {sample["filepath"]: sample for sample in document["samples"]}
+    assert set(by_path) == {str((images / relative).resolve()) for relative in SIZES}
+    for relative, size in SIZES.items():
+        sample = by_path[str((images / relative).resolve())]
+        for slug in ("gradcam", "gradcampp"):
+            map_path = Path(sample[f"cam_{slug}"]["map_path"])
+            assert map_path == out.resolve() / "heatmaps" / slug / f"{relative}.png"
+            with Image.open(map_path) as heatmap:
+                assert (heatmap.mode, heatmap.size) == ("L", size)
+            (detection,) = sample[f"cam_{slug}_boxes"]["detections"]
+            assert detection["label"] in TINY_LABELS
+            assert all(0 <= value <= 1 for value in detection["bounding_box"])
+    assert not list(out.rglob("broken*"))
+
+
+def test_files_otsu_all_regions_a_target_and_names(
+    models_dir: Path, images: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "named"
+    result = export(
+        models_dir,
+        str(images / "a.png"),
+        str(images / "nested" / "b.jpg"),
+        *("-o", str(out), "--threshold", "otsu", "--regions", "all", "--target", "shape 2"),
+        *("--field", "xai", "--name", "demo", "--method", "eigencam"),
+    )
+    assert result.exit_code == 0, result.output
+    assert "exported 2 of 2 images" in result.output
+    document = json.loads((out / "samples.json").read_text())
+    assert document["name"] == "demo"
+    assert document["info"]["camserve"]["threshold"] == "otsu"
+    assert document["info"]["camserve"]["regions"] == "all"
+    assert {name.split(".")[0] for name in document["sample_fields"]} == {
+        "xai_prediction",
+        "xai_eigencam",
+        "xai_eigencam_boxes",
+    }
+    for sample in document["samples"]:
+        name = Path(sample["filepath"]).name
+        assert sample["xai_eigencam"]["map_path"] == str(
+            out.resolve() / "heatmaps" / "eigencam" / f"{name}.png"
+        )
+        detections = sample["xai_eigencam_boxes"]["detections"]
+        assert detections
+        assert {d["label"] for d in detections} == {"shape 2"}
+        areas = [d["area"] for d in detections]
+        assert areas == sorted(areas, reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--threshold", "1.5"), "threshold must be a fraction"),
+        (("--method", "gradcam,nope"), "unknown method 'nope'"),
+        (("--field", "my.field"), "field prefix must start with a letter"),
+        (("--target", "hexagon"), "hexagon"),
+    ],
+)
+def test_bad_options_fail_with_a_message(
+    models_dir: Path, images: Path, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    result = export(models_dir, str(images / "a.png"), "-o", str(tmp_path / "out"), *args)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert not (tmp_path / "out" / "samples.json").exists()
+
+
+def test_regions_takes_only_largest_or_all(models_dir: Path, images: Path, tmp_path: Path) -> None:
+    result = export(models_dir, str(images), "-o", str(tmp_path / "out"), "--regions", "some")
+    assert result.exit_code == 2
+    assert "some" in result.output
+
+
+def test_nothing_readable_is_an_error(models_dir: Path, images: Path, tmp_path: Path) -> None:
+    broken = export(models_dir, str(images / "broken.png"), "-o", str(tmp_path / "out"))
+    assert broken.exit_code == 1
+    assert "none of the images could be read" in broken.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = export(models_dir, str(empty), "-o", str(tmp_path / "out"))
+    assert nothing.exit_code == 1
+    assert "no image files found" in nothing.output

@@ -1,0 +1,539 @@
+"""CAM heatmaps and regions as FiftyOne labels: the files ``export_images`` writes, checked
+against FiftyOne's documented formats, and ``add_cam_fields`` on samples.
+
+FiftyOne itself is optional, and these tests run where it is installed and are skipped
+elsewhere: the ones that need ``fiftyone`` load the written JSON with its own label and sample
+classes; the ones that also need ``mongomock`` run ``fiftyone.Dataset.from_json`` and a real
+dataset on an in-memory database, in place of the MongoDB server FiftyOne downloads.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from app.batch import InputFile, find_images
+from app.engine.engine import CamEngine
+from app.engine.errors import CamserveError, UnknownMethodError
+from app.engine.imaging import decode_image
+from app.engine.registry import load_model
+from app.labeling.fiftyone_export import (
+    HEATMAP_RANGE,
+    CamFieldOptions,
+    ExportSummary,
+    add_cam_fields,
+    boxes_field,
+    export_images,
+    heatmap_field,
+    prediction_field,
+    relative_box,
+)
+from app.labeling.regions import Threshold, find_regions
+from app.model_store import find_spec
+from tests.support import TINY_LABELS, write_test_models
+
+FIELD_TYPE = "fiftyone.core.fields.EmbeddedDocumentField(fiftyone.core.labels.{})"
+INT_FIELD = "fiftyone.core.fields.IntField"
+FLOAT_FIELD = "fiftyone.core.fields.FloatField"
+SIZES = {"a.png": (40, 30), "nested/b.jpg": (50, 70), "nested/deeper/c.webp": (33, 33)}
+"""Relative path → (width, height) of the test images."""
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """Tiny models gain nothing from intra-op threads, which only spin on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> CamEngine:
+    models = write_test_models(tmp_path_factory.mktemp("models"))
+    return CamEngine.from_loaded(load_model(find_spec(models, "tiny")), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("images")
+    rng = np.random.default_rng(7)
+    for relative, (width, height) in SIZES.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path)
+    (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n but nothing after")
+    return folder
+
+
+def export(
+    engine: CamEngine, images: Path, out: Path, **options: Any
+) -> tuple[ExportSummary, dict[str, Any]]:
+    summary = export_images(
+        engine,
+        find_images([images]),
+        out,
+        CamFieldOptions(**{"batch_size": 2, **options}),
+        name="cams",
+        info={"model": "tiny"},
+    )
+    return summary, json.loads(summary.samples_path.read_text())
+
+
+def samples_by_relative(document: dict[str, Any], images: Path) -> dict[str, dict[str, Any]]:
+    return {
+        Path(sample["filepath"]).relative_to(images.resolve()).as_posix(): sample
+        for sample in document["samples"]
+    }
+
+
+def top_level(document: dict[str, Any]) -> list[str]:
+    """The sample fields declared in ``document``, less the attributes declared inside them."""
+    return [name for name in document["sample_fields"] if "." not in name]
+
+
+def reference_heatmap(engine: CamEngine, path: Path, method: str, **kwargs: Any) -> np.ndarray:
+    """The engine's heatmap for one image alone, as ``/v1/explain`` computes it."""
+    pixels = decode_image(path.read_bytes()).pixels
+    heatmap: np.ndarray = engine.explain([pixels], method, **kwargs).images[0].heatmaps[0].numpy()
+    return heatmap
+
+
+def read_png(path: str) -> Image.Image:
+    with Image.open(path) as image:
+        image.load()
+        return image
+
+
+# ------------------------------------------------------------------ samples.json
+
+
+def test_samples_json_has_the_layout_fiftyone_dataset_from_dict_reads(
+    engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    summary, document = export(engine, images, tmp_path / "out", methods=("gradcam", "gradcam++"))
+    assert summary.samples_path == (tmp_path / "out" / "samples.json").resolve()
+    assert summary.exported == 3
+    assert document["name"] == "cams"
+    assert document["media_type"] == "image"
+    assert document["info"] == {"camserve": {"model": "tiny"}}
+    assert document["sample_fields"] == {
+        "cam_prediction": FIELD_TYPE.format("Classification"),
+        "cam_prediction.class_index": INT_FIELD,
+        "cam_gradcam": FIELD_TYPE.format("Heatmap"),
+        "cam_gradcam_boxes": FIELD_TYPE.format("Detections"),
+        "cam_gradcam_boxes.detections.class_index": INT_FIELD,
+        "cam_gradcam_boxes.detections.region_score": FLOAT_FIELD,
+        "cam_gradcam_boxes.detections.area": INT_FIELD,
+        "cam_gradcampp": FIELD_TYPE.format("Heatmap"),
+        "cam_gradcampp_boxes": FIELD_TYPE.format("Detections"),
+        "cam_gradcampp_boxes.detections.class_index": INT_FIELD,
+        "cam_gradcampp_boxes.detections.region_score": FLOAT_FIELD,
+        "cam_gradcampp_boxes.detections.area": INT_FIELD,
+    }
+    samples = samples_by_relative(document, images)
+    assert set(samples) == set(SIZES)
+    for relative, (width, height) in SIZES.items():
+        sample = samples[relative]
+        assert Path(sample["filepath"]).is_absolute()
+        assert set(sample) == {"filepath", "tags", "metadata", *top_level(document)}
+        assert sample["metadata"]["_cls"] == "ImageMetadata"
+        assert (sample["metadata"]["width"], sample["metadata"]["height"]) == (width, height)
+        assert sample["metadata"]["size_bytes"] == (images / relative).stat().st_size
+
+
+def test_heatmap_fields_point_at_8_bit_pngs_equal_to_the_engines_heatmaps(
+    engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    out = (tmp_path / "out").resolve()
+    _, document = export(engine, images, out, methods=("gradcam", "gradcam++"))
+    for relative, sample in samples_by_relative(document, images).items():
+        for method, slug in (("gradcam", "gradcam"), ("gradcam++", "gradcampp")):
+            label = sample[f"cam_{slug}"]
+            assert set(label) == {"_cls", "map_path", "range"}
+            assert label["_cls"] == "Heatmap"
+            assert label["range"] == [0, 255] == list(HEATMAP_RANGE)
+            assert label["map_path"] == str(out / "heatmaps" / slug / f"{relative}.png")
+            png = read_png(label["map_path"])
+            assert png.mode == "L"
+            assert png.size == SIZES[relative]
+            written = np.asarray(png).astype(int)
+            expected = reference_heatmap(engine, images / relative, method).astype(int)
+            assert np.abs(written - expected).max() <= 1  # batching may round differently
+            assert written.max() == 255
+
+
+def test_boxes_are_the_regions_of_the_written_heatmap_relative_to_the_image(
+    engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    _, document = export(engine, images, tmp_path / "out", regions="all", threshold=Threshold())
+    for relative, sample in samples_by_relative(document, images).items():
+        width, height = SIZES[relative]
+        heatmap = np.asarray(read_png(sample["cam_gradcam"]["map_path"]))
+        regions = find_regions(heatmap, Threshold("fraction", 0.5))
+        detections = sample["cam_gradcam_boxes"]
+        assert detections["_cls"] == "Detections"
+        assert len(detections["detections"]) == len(regions) >= 1
+        probabilities = engine.explain([decode_image((images / relative).read_bytes()).pixels])
+        top = int(probabilities.cams.probabilities[0].argmax())
+        for detection, region in zip(detections["detections"], regions, strict=True):
+            assert detection["_cls"] == "Detection"
+            assert detection["label"] == TINY_LABELS[top]
+            assert detection["class_index"] == top
+            x, y, w, h = detection["bounding_box"]
+            x0, y0, x1, y1 = region.box
+            assert [x * width, y * height, w * width, h * height] == pytest.approx(
+                [x0, y0, x1 - x0, y1 - y0]
+            )
+            assert 0 <= x < x + w <= 1
+            assert 0 <= y < y + h <= 1
+            assert detection["confidence"] == pytest.approx(
+                float(probabilities.cams.probabilities[0, top]), abs=1e-5
+            )
+            assert detection["region_score"] == pytest.approx(region.score)
+            assert detection["area"] == region.area
+        prediction = sample["cam_prediction"]
+        assert prediction["_cls"] == "Classification"
+        assert prediction["label"] == TINY_LABELS[top]
+        assert prediction["confidence"] == detections["detections"][0]["confidence"]
+
+
+def test_largest_keeps_one_box_per_heatmap(engine: CamEngine, images: Path, tmp_path: Path) -> None:
+    _, every = export(engine, images, tmp_path / "all", regions="all")
+    _, largest = export(engine, images, tmp_path / "largest", regions="largest")
+    for relative, sample in samples_by_relative(largest, images).items():
+        (only,) = sample["cam_gradcam_boxes"]["detections"]
+        boxes = samples_by_relative(every, images)[relative]["cam_gradcam_boxes"]["detections"]
+        assert only["bounding_box"] == boxes[0]["bounding_box"]
+        assert only["area"] == max(box["area"] for box in boxes)
+
+
+def test_a_target_is_explained_in_every_image_while_the_prediction_stays(
+    engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    _, document = export(engine, images, tmp_path / "out", target="shape 3", prefix="xai")
+    assert top_level(document) == ["xai_prediction", "xai_gradcam", "xai_gradcam_boxes"]
+    for relative, sample in samples_by_relative(document, images).items():
+        expected = reference_heatmap(engine, images / relative, "gradcam", targets=[3])
+        written = np.asarray(read_png(sample["xai_gradcam"]["map_path"])).astype(int)
+        assert np.abs(written - expected.astype(int)).max() <= 1
+        labels = {d["label"] for d in sample["xai_gradcam_boxes"]["detections"]}
+        assert labels == {"shape 3"}
+        cams = engine.explain([decode_image((images / relative).read_bytes()).pixels]).cams
+        assert sample["xai_prediction"]["class_index"] == int(cams.logits[0].argmax())
+
+
+def test_unreadable_files_are_skipped_and_get_no_sample(
+    engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    summary, document = export(engine, images, tmp_path / "out")
+    assert [Path(s.path).name for s in summary.skipped] == ["broken.png"]
+    assert "not an image" in summary.skipped[0].reason
+    assert len(document["samples"]) == 3
+    assert not (tmp_path / "out" / "heatmaps" / "gradcam" / "broken.png.png").exists()
+
+
+def test_the_same_file_twice_is_exported_once_but_two_files_may_not_share_a_name(
+    engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    a = images / "a.png"
+    twice = [InputFile(a, Path("a.png")), InputFile(images / "." / "a.png", Path("a.png"))]
+    summary = export_images(engine, twice, tmp_path / "once", CamFieldOptions(), name="x", info={})
+    assert summary.exported == 1
+    (tmp_path / "other").mkdir()
+    other = tmp_path / "other" / "a.png"
+    other.write_bytes(a.read_bytes())
+    clash = [InputFile(a, Path("a.png")), InputFile(other, Path("a.png"))]
+    with pytest.raises(CamserveError, match="share the heatmap name"):
+        export_images(engine, clash, tmp_path / "clash", CamFieldOptions(), name="x", info={})
+
+
+# ------------------------------------------------------------------ names and options
+
+
+def test_relative_box_divides_by_width_and_height_with_exclusive_ends() -> None:
+    assert relative_box((10, 5, 40, 25), 80, 60) == pytest.approx([0.125, 5 / 60, 0.375, 1 / 3])
+    assert relative_box((0, 0, 80, 60), 80, 60) == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_method_names_are_canonical_and_field_names_have_no_plus() -> None:
+    options = CamFieldOptions(methods=("GradCAM++", "gradcampp", "hirescam"))
+    assert options.methods == ("gradcam++", "hirescam")
+    assert heatmap_field("cam", "gradcam++") == "cam_gradcampp"
+    assert boxes_field("cam", "gradcam++") == "cam_gradcampp_boxes"
+    assert prediction_field("cam") == "cam_prediction"
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"methods": ()}, CamserveError),
+        ({"methods": ("nope",)}, UnknownMethodError),
+        ({"prefix": "2cam"}, CamserveError),
+        ({"prefix": "cam.heat"}, CamserveError),
+        ({"regions": "some"}, CamserveError),
+        ({"batch_size": 0}, CamserveError),
+    ],
+)
+def test_bad_options_are_refused(options: dict[str, Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        CamFieldOptions(**options)
+
+
+# ------------------------------------------------------------------ add_cam_fields
+
+
+class FakeSample:
+    """A stand-in for ``fiftyone.Sample``: a filepath, fields by name, and ``save()``."""
+
+    def __init__(self, filepath: Path, *, in_dataset: bool) -> None:
+        self.filepath = str(filepath)
+        self.in_dataset = in_dataset
+        self.fields: dict[str, Any] = {}
+        self.saves = 0
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.fields[key] = value
+
+    def save(self) -> None:
+        self.saves += 1
+
+
+def test_add_cam_fields_sets_the_exported_labels_and_saves_dataset_samples(
+    engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    # One image per engine call on both sides, so that the numbers can match exactly.
+    _, document = export(
+        engine, images, tmp_path / "out", methods=("gradcam", "layercam"), batch_size=1
+    )
+    exported = samples_by_relative(document, images)
+    saved = FakeSample(images / "a.png", in_dataset=True)
+    loose = FakeSample(images / "nested" / "b.jpg", in_dataset=False)
+    broken = FakeSample(images / "broken.png", in_dataset=True)
+    skipped = add_cam_fields(
+        [saved, broken, loose],
+        engine,
+        tmp_path / "maps",
+        CamFieldOptions(methods=("gradcam", "layercam"), batch_size=2),
+        to_label=lambda document: document,
+    )
+    assert [Path(s.path).name for s in skipped] == ["broken.png"]
+    assert (saved.saves, loose.saves, broken.saves) == (1, 0, 0)
+    assert broken.fields == {}
+    for sample, relative in ((saved, "a.png"), (loose, "nested/b.jpg")):
+        expected = {name: exported[relative][name] for name in top_level(document)}
+        assert set(sample.fields) == set(expected)
+        for name in ("cam_gradcam", "cam_layercam"):
+            map_path = Path(sample.fields[name]["map_path"])
+            anchorless = Path(sample.filepath).resolve().relative_to("/")
+            method = name.removeprefix("cam_")
+            assert map_path == (tmp_path / "maps").resolve() / method / f"{anchorless}.png"
+            assert np.array_equal(
+                np.asarray(read_png(str(map_path))),
+                np.asarray(read_png(expected[name]["map_path"])),
+            )
+            sample.fields[name]["map_path"] = expected[name]["map_path"]
+        assert sample.fields == expected
+
+
+class HideFiftyOne(importlib.abc.MetaPathFinder):
+    """An import finder that records every import of fiftyone and fails it, as if it were not
+    installed."""
+
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+
+    def find_spec(self, fullname: str, *_args: object) -> None:
+        if fullname.split(".", maxsplit=1)[0] == "fiftyone":
+            self.attempts.append(fullname)
+            raise ModuleNotFoundError(f"No module named {fullname!r}")
+
+
+def test_fiftyone_is_imported_only_when_labels_are_made(
+    monkeypatch: pytest.MonkeyPatch, engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    for name in [name for name in sys.modules if name.split(".", maxsplit=1)[0] == "fiftyone"]:
+        monkeypatch.delitem(sys.modules, name)
+    package = importlib.import_module("app.labeling")
+    monkeypatch.setattr(package, "fiftyone_export", package.fiftyone_export)  # restored after
+    monkeypatch.delitem(sys.modules, "app.labeling.fiftyone_export")
+    hide = HideFiftyOne()
+    monkeypatch.setattr(sys, "meta_path", [hide, *sys.meta_path])
+    module = importlib.import_module("app.labeling.fiftyone_export")
+    assert hide.attempts == []
+    with pytest.raises(module.FiftyOneMissingError, match="pip install fiftyone"):
+        module.fiftyone_labels()
+    assert hide.attempts == ["fiftyone"]
+    sample = FakeSample(images / "a.png", in_dataset=True)
+    with pytest.raises(module.FiftyOneMissingError):
+        module.add_cam_fields([sample], engine, tmp_path / "maps")
+    assert (sample.fields, sample.saves) == ({}, 0)
+    assert not (tmp_path / "maps").exists()
+
+
+# ------------------------------------------------------------------ with FiftyOne itself
+
+
+def values_at(sample: Any, path: str) -> list[Any]:
+    """The values at a dotted field path of a FiftyOne sample, lists flattened on the way."""
+    first, *rest = path.split(".")
+    values = [sample[first]]
+    for part in rest:
+        values = [getattr(value, part) for value in values]
+        values = [
+            item for value in values for item in (value if isinstance(value, list) else [value])
+        ]
+    return values
+
+
+def test_fiftyone_loads_the_samples_and_their_schema(
+    engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    fo = pytest.importorskip("fiftyone")
+    field_kwargs = pytest.importorskip("fiftyone.core.odm.utils").get_field_kwargs
+    _, document = export(engine, images, tmp_path / "out", methods=("gradcam", "eigencam"))
+    # What Dataset.from_dict does, less the database: parse the schema, build each sample,
+    # then validate every declared field and attribute against its type.
+    fields = {}
+    for name, text in document["sample_fields"].items():
+        kwargs = field_kwargs(text)
+        document_type = kwargs.get("embedded_doc_type")
+        fields[name] = kwargs["ftype"](document_type) if document_type else kwargs["ftype"]()
+    for raw in document["samples"]:
+        sample = fo.Sample.from_dict(json.loads(json.dumps(raw)))
+        assert sample.media_type == "image"
+        assert (sample.metadata.width, sample.metadata.height) == (
+            raw["metadata"]["width"],
+            raw["metadata"]["height"],
+        )
+        for name, field in fields.items():
+            values = values_at(sample, name)
+            assert values
+            for value in values:
+                field.validate(value)
+        heatmap = sample["cam_eigencam"]
+        assert isinstance(heatmap, fo.Heatmap)
+        assert heatmap.range == [0.0, 255.0]
+        assert np.array_equal(heatmap.get_map(), np.asarray(read_png(heatmap.map_path)))
+        boxes = sample["cam_eigencam_boxes"]
+        assert isinstance(boxes, fo.Detections)
+        written = raw["cam_eigencam_boxes"]["detections"]
+        assert len(boxes.detections) == len(written) >= 1
+        for detection, entry in zip(boxes.detections, written, strict=True):
+            assert isinstance(detection, fo.Detection)
+            assert detection.bounding_box == entry["bounding_box"]
+            assert detection.confidence == entry["confidence"]
+            assert detection.region_score == entry["region_score"]
+        assert isinstance(sample["cam_prediction"], fo.Classification)
+        assert sample["cam_prediction"].label == raw["cam_prediction"]["label"]
+
+
+def test_add_cam_fields_sets_fiftyone_labels_on_fiftyone_samples(
+    engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    fo = pytest.importorskip("fiftyone")
+    samples = [fo.Sample(filepath=str(images / relative)) for relative in SIZES]
+    skipped = add_cam_fields(samples, engine, tmp_path / "maps")
+    assert skipped == []
+    for sample, (width, height) in zip(samples, SIZES.values(), strict=True):
+        heatmap = sample["cam_gradcam"]
+        assert isinstance(heatmap, fo.Heatmap)
+        assert heatmap.get_map().shape == (height, width)
+        detections = sample["cam_gradcam_boxes"].detections
+        assert len(detections) == 1
+        assert isinstance(detections[0], fo.Detection)
+        assert detections[0].label == sample["cam_prediction"].label
+        assert detections[0].confidence == pytest.approx(sample["cam_prediction"].confidence)
+
+
+@pytest.fixture
+def in_memory_fiftyone(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """FiftyOne on an in-memory mongomock database instead of its MongoDB server (which cannot
+    be installed offline); every FiftyOne setting touched is put back afterwards."""
+    fo = pytest.importorskip("fiftyone")
+    mongomock = pytest.importorskip("mongomock")
+    database = importlib.import_module("fiftyone.core.odm.database")
+    client = mongomock.MongoClient()
+    pymongo_proxy = type(sys)("pymongo_proxy")
+    pymongo_proxy.__dict__.update(vars(database.pymongo))
+    pymongo_proxy.MongoClient = lambda *_args, **_kwargs: client
+    mongoengine = database.mongoengine
+
+    def connect(name: str, **_kwargs: object) -> None:
+        mongoengine.connection.register_connection(
+            "default",
+            db=name,
+            host="mongodb://localhost",
+            uuidRepresentation="standard",
+            mongo_client_class=lambda **_: client,
+        )
+
+    mongoengine_proxy = type(sys)("mongoengine_proxy")
+    mongoengine_proxy.__dict__.update(vars(mongoengine))
+    mongoengine_proxy.connect = connect
+    monkeypatch.setenv("FIFTYONE_DISABLE_SERVICES", "1")
+    monkeypatch.setattr(fo.config, "database_uri", "mongodb://localhost")
+    monkeypatch.setattr(fo.config, "database_validation", False)
+    monkeypatch.setattr(database, "pymongo", pymongo_proxy)
+    monkeypatch.setattr(database, "mongoengine", mongoengine_proxy)
+    monkeypatch.setattr(database, "_is_client_closed", lambda client: client is None)
+    monkeypatch.setattr(database, "_client", None)
+    monkeypatch.setattr(database, "_connection_kwargs", {})
+    monkeypatch.setattr(database, "_delete_non_persistent_datasets_if_allowed", lambda: None)
+    yield fo
+    mongoengine.disconnect_all()
+
+
+def test_fiftyone_dataset_from_json_loads_the_export_in_one_call(
+    in_memory_fiftyone: Any, engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    fo = in_memory_fiftyone
+    _, document = export(engine, images, tmp_path / "out", methods=("gradcam", "gradcam++"))
+    dataset = fo.Dataset.from_json(str(tmp_path / "out" / "samples.json"))
+    assert dataset.media_type == "image"
+    assert len(dataset) == 3
+    assert dataset.info == {"camserve": {"model": "tiny"}}
+    schema = dataset.get_field_schema()
+    for name, cls in (("cam_gradcampp", fo.Heatmap), ("cam_gradcampp_boxes", fo.Detections)):
+        assert schema[name].document_type is cls
+    score = dataset.get_field("cam_gradcam_boxes.detections.region_score")
+    assert isinstance(score, fo.FloatField)
+    low, high = dataset.bounds("cam_gradcam_boxes.detections.region_score")
+    assert 0 < low <= high <= 1
+    written = {s["filepath"]: s for s in document["samples"]}
+    for sample in dataset:
+        raw = written[sample.filepath]
+        assert sample.cam_gradcampp.map_path == raw["cam_gradcampp"]["map_path"]
+        assert sample.metadata.width == raw["metadata"]["width"]
+        boxes = [d.bounding_box for d in sample.cam_gradcam_boxes.detections]
+        assert boxes == [d["bounding_box"] for d in raw["cam_gradcam_boxes"]["detections"]]
+    confidences = dataset.values("cam_gradcam_boxes.detections.confidence", unwind=True)
+    assert len(confidences) == dataset.count("cam_gradcam_boxes.detections") >= 3
+
+
+def test_add_cam_fields_saves_into_a_fiftyone_dataset(
+    in_memory_fiftyone: Any, engine: CamEngine, images: Path, tmp_path: Path
+) -> None:
+    fo = in_memory_fiftyone
+    dataset = fo.Dataset()
+    paths = [str(images / relative) for relative in SIZES] + [str(images / "broken.png")]
+    dataset.add_samples([fo.Sample(filepath=path) for path in paths])
+    skipped = add_cam_fields(dataset, engine, tmp_path / "maps", CamFieldOptions(prefix="xai"))
+    assert [s.path for s in skipped] == [str(images / "broken.png")]
+    reloaded = fo.load_dataset(dataset.name)
+    map_paths = reloaded.values("xai_gradcam.map_path")
+    assert map_paths[-1] is None
+    for path, map_path in zip(paths[:-1], map_paths[:-1], strict=True):
+        with Image.open(map_path) as heatmap, Image.open(path) as image:
+            assert (heatmap.mode, heatmap.size) == ("L", image.size)
+    assert reloaded.count("xai_gradcam_boxes.detections") == len(SIZES)
