@@ -29,6 +29,22 @@ ModelsDir = Annotated[
 ]
 
 
+ModelOption = Annotated[str | None, typer.Option(help="Model name from the models folder.")]
+ArchitectureOption = Annotated[
+    str | None, typer.Option(help="A torchvision architecture instead of a manifest.")
+]
+WeightsOption = Annotated[
+    str, typer.Option(help="With --architecture: weights name, 'random' or a checkpoint.")
+]
+LayerOption = Annotated[str | None, typer.Option(help="Target layer (dotted name).")]
+TargetOption = Annotated[
+    str | None, typer.Option(help="Class index or label to explain (default: top-1).")
+]
+BatchSizeOption = Annotated[int, typer.Option(min=1, help="Images per engine call.")]
+DeviceOption = Annotated[str, typer.Option(envvar="CAMSERVE_DEVICE", help="auto, cpu, cuda.")]
+"""Options shared by the commands that run the engine locally (explain, eval, export-fiftyone)."""
+
+
 def fail(message: str) -> typer.Exit:
     console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code=1)

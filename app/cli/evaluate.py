@@ -10,7 +10,18 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import ModelsDir, choose_spec, cli, console, fail, progress_bar
+from app.cli.common import (
+    ArchitectureOption,
+    DeviceOption,
+    ModelOption,
+    ModelsDir,
+    WeightsOption,
+    choose_spec,
+    cli,
+    console,
+    fail,
+    progress_bar,
+)
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
 from app.engine.methods import METHODS, get_method
@@ -48,13 +59,9 @@ def eval_command(
         Path | None,
         typer.Argument(help="Folder of images (recursive); or use --scenes.", show_default=False),
     ] = None,
-    model: Annotated[str | None, typer.Option(help="Model name from the models folder.")] = None,
-    architecture: Annotated[
-        str | None, typer.Option(help="A torchvision architecture instead of a manifest.")
-    ] = None,
-    weights: Annotated[
-        str, typer.Option(help="With --architecture: weights name, 'random' or a checkpoint.")
-    ] = "DEFAULT",
+    model: ModelOption = None,
+    architecture: ArchitectureOption = None,
+    weights: WeightsOption = "DEFAULT",
     boxes: Annotated[
         Path | None,
         typer.Option(help="Boxes of the folder's images: CSV (file,x0,y0,x1,y1[,label]) or COCO."),
@@ -80,9 +87,7 @@ def eval_command(
     batch_size: Annotated[int, typer.Option(min=1, help="Images per engine call.")] = (
         DEFAULT_BATCH_SIZE
     ),
-    device: Annotated[
-        str, typer.Option(envvar="CAMSERVE_DEVICE", help="auto, cpu, cuda.")
-    ] = "auto",
+    device: DeviceOption = "auto",
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
 ) -> None:
     """Score CAM methods on a folder of images (with optional boxes) or on generated scenes.

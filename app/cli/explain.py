@@ -15,7 +15,21 @@ from app.batch import (
     find_images,
     write_summary,
 )
-from app.cli.common import ModelsDir, choose_spec, cli, console, fail, progress_bar
+from app.cli.common import (
+    ArchitectureOption,
+    BatchSizeOption,
+    DeviceOption,
+    LayerOption,
+    ModelOption,
+    ModelsDir,
+    TargetOption,
+    WeightsOption,
+    choose_spec,
+    cli,
+    console,
+    fail,
+    progress_bar,
+)
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
 from app.engine.registry import load_model
@@ -28,18 +42,12 @@ __all__ = ["explain"]
 def explain(
     inputs: Annotated[list[Path], typer.Argument(help="Image files or folders (recursive).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the results.")],
-    model: Annotated[str | None, typer.Option(help="Model name from the models folder.")] = None,
-    architecture: Annotated[
-        str | None, typer.Option(help="A torchvision architecture instead of a manifest.")
-    ] = None,
-    weights: Annotated[
-        str, typer.Option(help="With --architecture: weights name, 'random' or a checkpoint.")
-    ] = "DEFAULT",
+    model: ModelOption = None,
+    architecture: ArchitectureOption = None,
+    weights: WeightsOption = "DEFAULT",
     method: Annotated[str, typer.Option(help="CAM method.")] = "gradcam",
-    layer: Annotated[str | None, typer.Option(help="Target layer (dotted name).")] = None,
-    target: Annotated[
-        str | None, typer.Option(help="Class index or label to explain (default: top-1).")
-    ] = None,
+    layer: LayerOption = None,
+    target: TargetOption = None,
     top_k: Annotated[int, typer.Option(help="Explain the k most likely classes.")] = 1,
     alpha: Annotated[float, typer.Option(help="Heatmap opacity, 0 to 1.")] = 0.5,
     colormap: Annotated[
@@ -50,10 +58,8 @@ def explain(
     summary: Annotated[
         Path | None, typer.Option(help="Write a summary (.json, or .csv) of every file.")
     ] = None,
-    batch_size: Annotated[int, typer.Option(min=1, help="Images per engine call.")] = 8,
-    device: Annotated[
-        str, typer.Option(envvar="CAMSERVE_DEVICE", help="auto, cpu, cuda.")
-    ] = "auto",
+    batch_size: BatchSizeOption = 8,
+    device: DeviceOption = "auto",
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
 ) -> None:
     """Write CAM overlays (and optionally heatmaps and a summary) for images and folders."""

@@ -9,7 +9,21 @@ from typing import Annotated, Any
 import typer
 
 from app.batch import IMAGE_SUFFIXES, InputFile, find_images
-from app.cli.common import ModelsDir, choose_spec, cli, console, fail, progress_bar
+from app.cli.common import (
+    ArchitectureOption,
+    BatchSizeOption,
+    DeviceOption,
+    LayerOption,
+    ModelOption,
+    ModelsDir,
+    TargetOption,
+    WeightsOption,
+    choose_spec,
+    cli,
+    console,
+    fail,
+    progress_bar,
+)
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
 from app.engine.registry import load_model
@@ -36,20 +50,14 @@ def export_fiftyone(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Folder for samples.json and heatmaps/.")
     ],
-    model: Annotated[str | None, typer.Option(help="Model name from the models folder.")] = None,
-    architecture: Annotated[
-        str | None, typer.Option(help="A torchvision architecture instead of a manifest.")
-    ] = None,
-    weights: Annotated[
-        str, typer.Option(help="With --architecture: weights name, 'random' or a checkpoint.")
-    ] = "DEFAULT",
+    model: ModelOption = None,
+    architecture: ArchitectureOption = None,
+    weights: WeightsOption = "DEFAULT",
     method: Annotated[
         str, typer.Option(help="CAM method, or several comma-separated (two fields each).")
     ] = "gradcam",
-    layer: Annotated[str | None, typer.Option(help="Target layer (dotted name).")] = None,
-    target: Annotated[
-        str | None, typer.Option(help="Class index or label to explain (default: top-1).")
-    ] = None,
+    layer: LayerOption = None,
+    target: TargetOption = None,
     threshold: Annotated[
         str, typer.Option(help="Box threshold: fraction of the heatmap's maximum, or 'otsu'.")
     ] = "0.5",
@@ -60,10 +68,8 @@ def export_fiftyone(
     name: Annotated[
         str | None, typer.Option(help="Dataset name in samples.json (default: the output name).")
     ] = None,
-    batch_size: Annotated[int, typer.Option(min=1, help="Images per engine call.")] = 8,
-    device: Annotated[
-        str, typer.Option(envvar="CAMSERVE_DEVICE", help="auto, cpu, cuda.")
-    ] = "auto",
+    batch_size: BatchSizeOption = 8,
+    device: DeviceOption = "auto",
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
 ) -> None:
     """Write CAM heatmaps and their boxes as a FiftyOne dataset.
