@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+LS_VENV ?= .venv-labelstudio
+LS_STAMP := $(LS_VENV)/.installed-stamp
 
-.PHONY: serve test lint typecheck check clean
+.PHONY: serve test labelstudio-e2e lint typecheck check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -12,16 +14,26 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# A real Label Studio for the end-to-end test, in its own environment (its pins clash with ours).
+$(LS_STAMP): constraints-labelstudio.txt
+	$(PYTHON) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LS_VENV)/bin/python -m pip install --quiet -c constraints-labelstudio.txt label-studio
+	touch $(LS_STAMP)
+
 serve: $(STAMP)
 	$(BIN)/camserve serve
 
-test: $(STAMP)
-	$(BIN)/python -m pytest
+test: $(STAMP) $(LS_STAMP)
+	LABEL_STUDIO_BIN=$(LS_VENV)/bin/label-studio $(BIN)/python -m pytest
+
+labelstudio-e2e: $(STAMP) $(LS_STAMP)
+	$(BIN)/python -m scripts.labelstudio_e2e --label-studio $(LS_VENV)/bin/label-studio
 
 lint: $(STAMP)
 	$(BIN)/hadolint Dockerfile
-	$(BIN)/ruff check app tests benchmarks deploy
-	$(BIN)/ruff format --check app tests benchmarks deploy
+	$(BIN)/ruff check app tests benchmarks deploy scripts
+	$(BIN)/ruff format --check app tests benchmarks deploy scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -29,4 +41,4 @@ typecheck: $(STAMP)
 check: lint typecheck test
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(LS_VENV)

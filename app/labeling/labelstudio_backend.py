@@ -4,8 +4,9 @@ For each task, the image each ``Image`` tag reads is fetched (see ``task_images`
 once by the batching worker for the model's most likely classes, and every control gets the
 most likely classes that map to its labels: boxes, polygons and brush masks from those classes'
 CAM regions, or the class itself for ``Choices``. Tasks are explained concurrently, so the
-worker batches them. A task whose image cannot be had fails the whole request with that
-task's error (Label Studio then logs it and stores nothing).
+worker batches them, but only as many at once as its queue takes. A task whose image cannot be
+had fails the whole request with that task's error (Label Studio then logs it and stores
+nothing).
 """
 
 from __future__ import annotations
@@ -84,14 +85,20 @@ class LabelStudioBackend:
                 "Choices control on an Image; camserve has nothing to predict"
             )
         version = self.model_version()
-        return list(
-            await asyncio.gather(
-                *(
-                    self._predict_task(task, images, version, deadline, disconnected)
-                    for task in tasks
-                )
-            )
-        )
+        in_flight = asyncio.Semaphore(self._tasks_in_flight())
+
+        async def predict_one(task: dict[str, Any]) -> dict[str, Any]:
+            async with in_flight:
+                return await self._predict_task(task, images, version, deadline, disconnected)
+
+        return list(await asyncio.gather(*(predict_one(task) for task in tasks)))
+
+    def _tasks_in_flight(self) -> int:
+        """How many tasks are fetched and explained at once: two batches' worth, so the worker
+        always has the next batch waiting, but never more than its queue holds (Label Studio
+        sends every selected task in one request, and one refused job would fail them all)."""
+        settings = self.service.settings
+        return max(1, min(2 * settings.max_batch_size, settings.queue_size))
 
     async def _predict_task(
         self,

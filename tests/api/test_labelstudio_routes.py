@@ -196,6 +196,24 @@ def test_predict_answers_every_task_in_order(client: TestClient, image_root: Pat
     assert (second_box["original_width"], second_box["original_height"]) == (50, 40)
 
 
+def test_more_tasks_than_the_queue_holds_are_all_answered(models_dir: Path) -> None:
+    """Label Studio's "Retrieve Predictions" sends every selected task in one request."""
+    settings = make_settings(models_dir, default_model="tiny", queue_size=3, max_batch_size=2)
+    images = [image_bytes(40 + 4 * index, 36, seed=index) for index in range(12)]
+    tasks = [
+        task("data:image/png;base64," + base64.b64encode(image).decode(), index)
+        for index, image in enumerate(images)
+    ]
+    with serving(settings) as client:
+        response = predict(client, tasks, config())
+    assert response.status_code == 200, response.text
+    widths = [
+        next(r["original_width"] for r in prediction["result"] if "original_width" in r)
+        for prediction in response.json()["results"]
+    ]
+    assert widths == [40 + 4 * index for index in range(12)]
+
+
 @pytest.mark.parametrize(
     "reference",
     [
