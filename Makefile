@@ -25,7 +25,7 @@ serve: $(STAMP)
 	$(BIN)/camserve serve
 
 test: $(STAMP) $(LS_STAMP)
-	LABEL_STUDIO_BIN=$(LS_VENV)/bin/label-studio $(BIN)/python -m pytest
+	LABEL_STUDIO_BIN=$(abspath $(LS_VENV))/bin/label-studio $(BIN)/python -m pytest
 
 labelstudio-e2e: $(STAMP) $(LS_STAMP)
 	$(BIN)/python -m scripts.labelstudio_e2e --label-studio $(LS_VENV)/bin/label-studio

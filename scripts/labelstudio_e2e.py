@@ -189,7 +189,7 @@ def locate_label_studio(explicit: str | None = None) -> Path | None:
     ``LABEL_STUDIO_LOCATIONS`` that exists; None when the one asked for does not exist."""
     named = explicit or os.environ.get("LABEL_STUDIO_BIN")
     if named:
-        path = Path(named)
+        path = Path(named).absolute()
         return path if path.is_file() else None
     return next((path for path in LABEL_STUDIO_LOCATIONS if path.is_file()), None)
 
