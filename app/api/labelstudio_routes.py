@@ -2,8 +2,8 @@
 
 Connect it in Label Studio (project settings → Model → Connect model) with the URL
 ``http://<camserve>/labelstudio``. Label Studio checks ``/health``, calls ``/setup`` for the
-model version, and sends tasks to ``/predict``. Webhooks are acknowledged; training is not
-something camserve does.
+model version (``/versions`` lists it), and sends tasks to ``/predict``. Webhooks are
+acknowledged; training is not something camserve does.
 """
 
 from __future__ import annotations
@@ -70,6 +70,12 @@ async def health(request: Request, backend: BackendDep) -> JSONResponse:
 async def setup(body: SetupRequest, backend: BackendDep) -> dict[str, str]:
     _ = body
     return {"model_version": backend.model_version()}
+
+
+@guarded.get("/versions", summary="The model versions a project may choose from")
+async def versions(backend: BackendDep) -> dict[str, list[str]]:
+    """camserve has one: the configured model, method and layer."""
+    return {"versions": [backend.model_version()]}
 
 
 @guarded.post("/predict", summary="Pre-annotations for Label Studio tasks")

@@ -119,6 +119,13 @@ def test_setup_answers_the_model_version(client: TestClient) -> None:
     assert version.split(":")[1:] == ["tiny", "gradcam", "layer4"]
 
 
+def test_versions_list_the_setup_model_version(client: TestClient) -> None:
+    version = client.post("/labelstudio/setup", json={"project": "3.1"}).json()["model_version"]
+    response = client.get("/labelstudio/versions", params={"project": "3.1"})
+    assert response.status_code == 200
+    assert response.json() == {"versions": [version]}
+
+
 def test_predict_fills_every_control_from_the_cam(client: TestClient) -> None:
     response = predict(client, [task(LOCAL)], config())
     assert response.status_code == 200, response.text
