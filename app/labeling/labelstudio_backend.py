@@ -12,7 +12,6 @@ nothing).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,7 @@ from app import __version__
 from app.engine.errors import ExplanationError
 from app.labeling.label_config import ImageControls, LabelControl, parse_label_config
 from app.labeling.labelstudio_results import LabeledClass, control_results
-from app.labeling.regions import Threshold, find_regions, parse_threshold
+from app.labeling.regions import Region, Threshold, find_regions, parse_threshold
 from app.labeling.task_images import TaskImageFetcher
 from app.service import ExplainRequest, Outcome, Service
 
@@ -114,9 +113,10 @@ class LabelStudioBackend:
             reference = _image_reference(task, image)
             data = await self.fetcher.fetch(reference, task_id=_task_id(task))
             outcome = await self._explain(data, deadline, disconnected)
+            size = (outcome.image.width, outcome.image.height)
+            regions_by_rank: dict[int, list[Region]] = {}
             for control in image.controls:
-                classes = await self._labeled_classes(control, outcome)
-                size = (outcome.image.width, outcome.image.height)
+                classes = await self._labeled_classes(control, outcome, regions_by_rank)
                 results += control_results(control, classes, size)
                 scores += [score for _, score, _ in classes]
         return {
@@ -140,8 +140,11 @@ class LabelStudioBackend:
         valid = self.service.validate(self._request(top_k=depth))
         return await self.service.explain(valid, data, deadline=deadline, disconnected=disconnected)
 
-    async def _labeled_classes(self, control: LabelControl, outcome: Outcome) -> list[LabeledClass]:
-        """The control's most likely mapped classes, each with its regions."""
+    async def _labeled_classes(
+        self, control: LabelControl, outcome: Outcome, regions_by_rank: dict[int, list[Region]]
+    ) -> list[LabeledClass]:
+        """The control's most likely mapped classes, each with its regions (found once per
+        class and kept in ``regions_by_rank`` for the image's other controls)."""
         result = outcome.results[0]
         chosen: list[LabeledClass] = []
         for rank, class_index in enumerate(result.targets):
@@ -150,12 +153,14 @@ class LabelStudioBackend:
                 continue
             regions = []
             if control.kind != "choices":
-                regions = await self.service.in_pool(
-                    find_regions,
-                    result.heatmaps[rank],
-                    self.options.threshold,
-                    largest_only=self.options.largest_only,
-                )
+                if rank not in regions_by_rank:
+                    regions_by_rank[rank] = await self.service.in_pool(
+                        find_regions,
+                        result.heatmaps[rank],
+                        self.options.threshold,
+                        largest_only=self.options.largest_only,
+                    )
+                regions = regions_by_rank[rank]
             chosen.append((label, result.target_probabilities[rank], regions))
             if len(chosen) == self.options.classes:
                 break
@@ -176,7 +181,3 @@ def _image_reference(task: dict[str, Any], image: ImageControls) -> str:
 def _task_id(task: dict[str, Any]) -> int | None:
     task_id = task.get("id")
     return task_id if isinstance(task_id, int) else None
-
-
-def deadline_from_now(timeout_s: float) -> float:
-    return time.monotonic() + timeout_s
