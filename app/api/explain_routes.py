@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -13,11 +14,13 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import ServiceDep
 from app.api.schemas import (
+    REGION_OPTIONS,
     CamParams,
     ErrorResponse,
     ExplainedClass,
     ExplainParams,
     ExplainResponse,
+    ImageFormat,
     Prediction,
     RegionBox,
     Timings,
@@ -125,13 +128,17 @@ async def cam(
 async def explain(
     request: Request, params: Annotated[ExplainParams, Query()], service: ServiceDep
 ) -> ExplainResponse:
-    threshold = parse_threshold(params.threshold)
-    params.extras()
+    wanted = _Wanted(
+        params.format,
+        params.extras(),
+        parse_threshold(params.threshold),
+        largest_only=params.regions == "largest",
+    )
     outcome = await _run(request, service, params.to_request())
     encode_started = time.monotonic()
     explanations = await asyncio.gather(
         *(
-            _explained_class(service, outcome, (method_index, rank), params, threshold)
+            _explained_class(service, outcome, (method_index, rank), wanted)
             for method_index in range(len(outcome.methods))
             for rank in range(len(outcome.results[method_index].targets))
         )
@@ -140,20 +147,30 @@ async def explain(
     return _response(request, outcome, list(explanations), encode_s)
 
 
+@dataclass(frozen=True)
+class _Wanted:
+    """What every entry of one ``/v1/explain`` answer carries, read from its query once."""
+
+    format: ImageFormat
+    extras: tuple[str, ...]
+    threshold: Threshold
+    largest_only: bool
+
+    @property
+    def regions(self) -> bool:
+        return any(option in self.extras for option in REGION_OPTIONS)
+
+
 async def _explained_class(
-    service: Service,
-    outcome: Outcome,
-    position: tuple[int, int],
-    params: ExplainParams,
-    threshold: Threshold,
+    service: Service, outcome: Outcome, position: tuple[int, int], wanted: _Wanted
 ) -> ExplainedClass:
     """The entry for one (method, rank): images, and the regions when asked for."""
     method_index, rank = position
     result = outcome.results[method_index]
-    overlay = await service.encode(result.overlays[rank], params.format)
+    overlay = await service.encode(result.overlays[rank], wanted.format)
     heatmap = await service.encode(result.heatmaps[rank], "png")
     class_index = result.targets[rank]
-    extras = params.extras()
+    extras = wanted.extras
     entry = ExplainedClass(
         method=outcome.methods[method_index],
         rank=rank + 1,
@@ -161,13 +178,13 @@ async def _explained_class(
         label=outcome.model.labels[class_index],
         probability=result.target_probabilities[rank],
         overlay=base64.b64encode(overlay).decode(),
-        overlay_media_type=MEDIA_TYPES[params.format],
+        overlay_media_type=MEDIA_TYPES[wanted.format],
         heatmap=base64.b64encode(heatmap).decode(),
         raw_map=result.layer_maps[rank].tolist() if "raw_map" in extras else None,
     )
-    if params.wants_regions():
+    if wanted.regions:
         regions = await service.in_pool(
-            find_regions, result.heatmaps[rank], threshold, largest_only=params.regions == "largest"
+            find_regions, result.heatmaps[rank], wanted.threshold, largest_only=wanted.largest_only
         )
         await _add_regions(service, entry, regions, extras)
     return entry

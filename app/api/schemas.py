@@ -14,6 +14,7 @@ from app.service import ExplainRequest
 
 __all__ = [
     "INCLUDE_OPTIONS",
+    "REGION_OPTIONS",
     "CamParams",
     "ErrorBody",
     "ErrorResponse",
@@ -21,6 +22,7 @@ __all__ = [
     "ExplainResponse",
     "ExplainedClass",
     "Health",
+    "ImageFormat",
     "ModelInfo",
     "ModelsResponse",
     "Prediction",
@@ -30,7 +32,8 @@ __all__ = [
 ]
 
 ImageFormat = Literal["png", "jpeg", "webp"]
-INCLUDE_OPTIONS = ("raw_map", "boxes", "polygons", "masks")
+REGION_OPTIONS = ("boxes", "polygons", "masks")
+INCLUDE_OPTIONS = ("raw_map", *REGION_OPTIONS)
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -117,9 +120,6 @@ class ExplainParams(CamParams):
                 f"choose from {', '.join(INCLUDE_OPTIONS)}"
             )
         return extras
-
-    def wants_regions(self) -> bool:
-        return bool({"boxes", "polygons", "masks"} & set(self.extras()))
 
 
 class Prediction(BaseModel):
