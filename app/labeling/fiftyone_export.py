@@ -209,6 +209,7 @@ def explain_images(
         engine.explain(images, method, targets, layer=options.layer) for method in options.methods
     ]
     probabilities = explanations[0].cams.probabilities.cpu()
+    explained = [_explained_classes(engine, explanation) for explanation in explanations]
     results: list[ImageCams] = []
     for index, image in enumerate(images):
         top = int(probabilities[index].argmax())
@@ -217,22 +218,34 @@ def explain_images(
                 width=int(image.shape[-1]),
                 height=int(image.shape[-2]),
                 prediction=Prediction(top, engine.label_of(top), float(probabilities[index, top])),
-                methods=[_method_cam(engine, e, index, options) for e in explanations],
+                methods=[
+                    _method_cam(explanation, classes[index], index, options)
+                    for explanation, classes in zip(explanations, explained, strict=True)
+                ],
             )
         )
     return results
 
 
-def _method_cam(
-    engine: CamEngine, explanation: Explanation, index: int, options: CamFieldOptions
-) -> MethodCam:
+def _explained_classes(engine: CamEngine, explanation: Explanation) -> list[Prediction]:
+    """Per image of the batch, the class the method explained, with its probability; read
+    from the device once for the whole batch."""
     cams = explanation.cams
-    class_index = int(cams.targets[index, 0])
-    probability = float(cams.probabilities[index, class_index])
+    targets = cams.targets[:, 0].cpu()
+    probabilities = cams.probabilities.gather(1, cams.targets[:, :1]).squeeze(1).cpu()
+    return [
+        Prediction(int(target), engine.label_of(int(target)), float(probability))
+        for target, probability in zip(targets, probabilities, strict=True)
+    ]
+
+
+def _method_cam(
+    explanation: Explanation, explained: Prediction, index: int, options: CamFieldOptions
+) -> MethodCam:
     heatmap = explanation.images[index].heatmaps[0].cpu().numpy()
     return MethodCam(
-        method=cams.method,
-        explained=Prediction(class_index, engine.label_of(class_index), probability),
+        method=explanation.cams.method,
+        explained=explained,
         heatmap=heatmap,
         regions=find_regions(heatmap, options.threshold, largest_only=options.regions == "largest"),
     )
