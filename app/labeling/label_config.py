@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 from app.engine.errors import ExplanationError
 
@@ -114,5 +114,4 @@ def _control(name: str, kind: str, to_name: str, label_tags: Mapping[str, object
         values = attributes.get("predicted_values", "")
         if values:
             predicted[label] = tuple(value.strip() for value in values.split(",") if value.strip())
-    kind_name: ControlKind = next(known for known in CONTROL_KINDS if known == kind)
-    return LabelControl(name, kind_name, to_name, tuple(label_tags), predicted)
+    return LabelControl(name, cast(ControlKind, kind), to_name, tuple(label_tags), predicted)
