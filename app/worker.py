@@ -37,8 +37,9 @@ __all__ = ["BatchKey", "BatchingWorker", "Job", "JobResult", "RenderOptions"]
 
 logger = logging.getLogger(__name__)
 
-PREDICTIONS = 5
-"""How many top predictions each result carries (at least; more when top_k asks)."""
+PREDICTIONS = 20
+"""How many top predictions each result carries (at least; more when top_k asks; fewer when the
+model has fewer classes). ``/v1/explain`` lists as many of them as its request asks for."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from app.engine.hooks import count_hooks
 from app.engine.preprocess import Preprocessing
 from app.engine.render import render
 from app.metrics import Metrics
-from app.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions
+from app.worker import PREDICTIONS, BatchingWorker, BatchKey, Job, JobResult, RenderOptions
 from tests.engine.models_for_tests import SmallConvNet
 
 T = TypeVar("T")
@@ -209,7 +209,7 @@ def test_each_job_gets_exactly_its_own_result(method: str, ranks: int) -> None:
         heatmap_diff = np.abs(answer.heatmaps.astype(int) - rendered.heatmaps.numpy().astype(int))
         assert overlay_diff.max() <= 1
         assert heatmap_diff.max() <= 1
-        expected_top = alone.probabilities[0].topk(5)
+        expected_top = alone.probabilities[0].topk(min(PREDICTIONS, alone.logits.shape[1]))
         assert [index for index, _ in answer.predictions] == expected_top.indices.tolist()
         np.testing.assert_allclose(
             [p for _, p in answer.predictions], expected_top.values.numpy(), atol=1e-5
@@ -217,7 +217,7 @@ def test_each_job_gets_exactly_its_own_result(method: str, ranks: int) -> None:
     assert count_hooks(engine.model) == 0
 
 
-def test_predictions_cover_top_k_when_it_exceeds_five() -> None:
+def test_predictions_cover_top_k_and_are_capped_by_the_classes() -> None:
     engine = CamEngine(
         SmallConvNet(classes=12),
         "features",
@@ -237,8 +237,8 @@ def test_predictions_cover_top_k_when_it_exceeds_five() -> None:
 
     answer = run(scenario())
     assert len(answer.targets) == 7
-    assert len(answer.predictions) == 7
-    assert [index for index, _ in answer.predictions] == answer.targets
+    assert len(answer.predictions) == min(PREDICTIONS, 12) == 12
+    assert [index for index, _ in answer.predictions[:7]] == answer.targets
     probabilities = [p for _, p in answer.predictions]
     assert probabilities == sorted(probabilities, reverse=True)
 

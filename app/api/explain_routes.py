@@ -14,6 +14,8 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import ServiceDep
 from app.api.schemas import (
+    DEFAULT_INCLUDE,
+    DEFAULT_PREDICTIONS,
     REGION_OPTIONS,
     CamParams,
     ErrorResponse,
@@ -121,16 +123,22 @@ async def cam(
 @router.post(
     "/explain",
     response_model=ExplainResponse,
+    response_model_exclude_none=True,
     openapi_extra=IMAGE_BODY,
     responses=ERRORS,
-    summary="Explain one image with several methods and classes; JSON with base64 images",
+    summary="Explain one image with several methods and classes; JSON with what `include` names",
+    description="Each explanation carries exactly what `include` lists (default: "
+    f"`{DEFAULT_INCLUDE}`, the two base64 images); fields not asked for are left out. "
+    "`include=boxes` answers with boxes and no image, for labeling tools. `predictions` "
+    f"lists the {DEFAULT_PREDICTIONS} most likely classes (or top_k, when larger) unless the "
+    "`predictions` parameter gives another count.",
 )
 async def explain(
     request: Request, params: Annotated[ExplainParams, Query()], service: ServiceDep
 ) -> ExplainResponse:
     wanted = _Wanted(
         params.format,
-        params.extras(),
+        params.included(),
         parse_threshold(params.threshold),
         largest_only=params.regions == "largest",
     )
@@ -144,7 +152,8 @@ async def explain(
         )
     )
     encode_s = time.monotonic() - encode_started
-    return _response(request, outcome, list(explanations), encode_s)
+    predictions = outcome.results[0].predictions[: params.prediction_count()]
+    return _response(request, outcome, predictions, list(explanations), encode_s)
 
 
 @dataclass(frozen=True)
@@ -152,41 +161,43 @@ class _Wanted:
     """What every entry of one ``/v1/explain`` answer carries, read from its query once."""
 
     format: ImageFormat
-    extras: tuple[str, ...]
+    included: tuple[str, ...]
     threshold: Threshold
     largest_only: bool
 
     @property
     def regions(self) -> bool:
-        return any(option in self.extras for option in REGION_OPTIONS)
+        return any(option in self.included for option in REGION_OPTIONS)
 
 
 async def _explained_class(
     service: Service, outcome: Outcome, position: tuple[int, int], wanted: _Wanted
 ) -> ExplainedClass:
-    """The entry for one (method, rank): images, and the regions when asked for."""
+    """The entry for one (method, rank), carrying what the request's ``include`` lists."""
     method_index, rank = position
     result = outcome.results[method_index]
-    overlay = await service.encode(result.overlays[rank], wanted.format)
-    heatmap = await service.encode(result.heatmaps[rank], "png")
     class_index = result.targets[rank]
-    extras = wanted.extras
+    included = wanted.included
     entry = ExplainedClass(
         method=outcome.methods[method_index],
         rank=rank + 1,
         class_index=class_index,
         label=outcome.model.labels[class_index],
         probability=result.target_probabilities[rank],
-        overlay=base64.b64encode(overlay).decode(),
-        overlay_media_type=MEDIA_TYPES[wanted.format],
-        heatmap=base64.b64encode(heatmap).decode(),
-        raw_map=result.layer_maps[rank].tolist() if "raw_map" in extras else None,
+        raw_map=result.layer_maps[rank].tolist() if "raw_map" in included else None,
     )
+    if "overlay" in included:
+        overlay = await service.encode(result.overlays[rank], wanted.format)
+        entry.overlay = base64.b64encode(overlay).decode()
+        entry.overlay_media_type = MEDIA_TYPES[wanted.format]
+    if "heatmap" in included:
+        heatmap = await service.encode(result.heatmaps[rank], "png")
+        entry.heatmap = base64.b64encode(heatmap).decode()
     if wanted.regions:
         regions = await service.in_pool(
             find_regions, result.heatmaps[rank], wanted.threshold, largest_only=wanted.largest_only
         )
-        await _add_regions(service, entry, regions, extras)
+        await _add_regions(service, entry, regions, included)
     return entry
 
 
@@ -209,9 +220,12 @@ async def _add_regions(
 
 
 def _response(
-    request: Request, outcome: Outcome, explanations: list[ExplainedClass], encode_s: float
+    request: Request,
+    outcome: Outcome,
+    predictions: list[tuple[int, float]],
+    explanations: list[ExplainedClass],
+    encode_s: float,
 ) -> ExplainResponse:
-    first = outcome.results[0]
     labels = outcome.model.labels
     started: float = getattr(request.state, "started", time.monotonic())
     return ExplainResponse(
@@ -222,7 +236,7 @@ def _response(
         height=outcome.image.height,
         predictions=[
             Prediction(index=index, label=labels[index], probability=probability)
-            for index, probability in first.predictions
+            for index, probability in predictions
         ],
         explanations=explanations,
         timings=Timings(

@@ -11,9 +11,14 @@ from app.engine.errors import ExplanationError
 from app.engine.methods import METHODS
 from app.labeling.regions import DEFAULT_THRESHOLD
 from app.service import ExplainRequest
+from app.worker import PREDICTIONS as WORKER_PREDICTIONS
 
 __all__ = [
+    "DEFAULT_INCLUDE",
+    "DEFAULT_PREDICTIONS",
+    "IMAGE_OPTIONS",
     "INCLUDE_OPTIONS",
+    "MAX_PREDICTIONS",
     "REGION_OPTIONS",
     "CamParams",
     "ErrorBody",
@@ -32,8 +37,13 @@ __all__ = [
 ]
 
 ImageFormat = Literal["png", "jpeg", "webp"]
+IMAGE_OPTIONS = ("overlay", "heatmap")
 REGION_OPTIONS = ("boxes", "polygons", "masks")
-INCLUDE_OPTIONS = ("raw_map", *REGION_OPTIONS)
+INCLUDE_OPTIONS = (*IMAGE_OPTIONS, "raw_map", *REGION_OPTIONS)
+DEFAULT_INCLUDE = ",".join(IMAGE_OPTIONS)
+DEFAULT_PREDICTIONS = 5
+"""How many top predictions an answer lists when the request does not say (or top_k, if more)."""
+MAX_PREDICTIONS = WORKER_PREDICTIONS
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -89,7 +99,20 @@ class ExplainParams(CamParams):
         "gradcam", description=f"One or more (comma-separated) of: {', '.join(METHODS)}."
     )
     top_k: int = Field(1, ge=1, description="Explain the k most likely classes.")
-    include: str = Field("", description=f"Comma-separated extras: {', '.join(INCLUDE_OPTIONS)}.")
+    include: str = Field(
+        DEFAULT_INCLUDE,
+        description="What each explanation carries, comma-separated, exactly as listed: "
+        f"{', '.join(INCLUDE_OPTIONS)}. The default is the two images; a labeling tool that "
+        "wants only regions asks for e.g. 'boxes' and gets no base64 image at all.",
+    )
+    predictions: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_PREDICTIONS,
+        description=f"How many of the most likely classes 'predictions' lists (0 to "
+        f"{MAX_PREDICTIONS}, at most the model's classes); default: {DEFAULT_PREDICTIONS}, or "
+        "top_k when it is larger.",
+    )
     threshold: str = Field(
         str(DEFAULT_THRESHOLD),
         description="For boxes, polygons and masks: keep the map at or above this fraction of "
@@ -110,7 +133,7 @@ class ExplainParams(CamParams):
             colormap=self.colormap,
         )
 
-    def extras(self) -> tuple[str, ...]:
+    def included(self) -> tuple[str, ...]:
         """The ``include`` options, checked against the known ones."""
         extras = _split(self.include)
         unknown = sorted(set(extras) - set(INCLUDE_OPTIONS))
@@ -120,6 +143,12 @@ class ExplainParams(CamParams):
                 f"choose from {', '.join(INCLUDE_OPTIONS)}"
             )
         return extras
+
+    def prediction_count(self) -> int:
+        """How many predictions the answer lists (before the model's class count caps it)."""
+        if self.predictions is not None:
+            return self.predictions
+        return max(DEFAULT_PREDICTIONS, self.top_k)
 
 
 class Prediction(BaseModel):
@@ -134,9 +163,16 @@ class ExplainedClass(BaseModel):
     class_index: int
     label: str
     probability: float
-    overlay: str = Field(description="Base64 overlay at the original resolution.")
-    overlay_media_type: str
-    heatmap: str = Field(description="Base64 8-bit grayscale PNG at the original resolution.")
+    overlay: str | None = Field(
+        None, description="Base64 overlay at the original resolution (include=overlay)."
+    )
+    overlay_media_type: str | None = Field(
+        None, description="The overlay's media type (with the overlay)."
+    )
+    heatmap: str | None = Field(
+        None,
+        description="Base64 8-bit grayscale PNG at the original resolution (include=heatmap).",
+    )
     raw_map: list[list[float]] | None = Field(
         None, description="The normalised map at the layer's resolution (include=raw_map)."
     )

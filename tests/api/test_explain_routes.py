@@ -15,8 +15,10 @@ import torch
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from app.api.schemas import INCLUDE_OPTIONS
 from app.engine.colormaps import colormap_table
 from app.labeling.regions import Threshold, find_regions
+from app.quality.scenes import scene_at
 from tests.api.helpers import PNG, decode, make_settings, pixels, post_image, serving
 from tests.support import TINY_LABELS, image_bytes
 
@@ -279,6 +281,20 @@ def test_explain_lists_at_least_top_k_predictions(client: TestClient) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("count", "top_k", "listed"), [(0, 1, 0), (2, 1, 2), (3, 7, 3), (20, 1, 10)]
+)
+def test_explain_predictions_parameter_sets_how_many_are_listed(
+    client: TestClient, count: int, top_k: int, listed: int
+) -> None:
+    body = explain(client, predictions=str(count), top_k=str(top_k), include="")
+    everything = explain(client, top_k="10", include="")["predictions"]
+    assert body["predictions"] == everything[:listed]  # tiny has 10 classes
+    assert [e["class_index"] for e in body["explanations"]] == [
+        p["index"] for p in everything[:top_k]
+    ]
+
+
 def test_explain_all_probabilities_sum_to_one(client: TestClient) -> None:
     body = explain(client, top_k="10")
     assert sum(p["probability"] for p in body["predictions"]) == pytest.approx(1.0, abs=1e-5)
@@ -313,6 +329,71 @@ def test_explain_overlay_format(
     assert b64_image(explained["heatmap"]).format == "PNG"  # heatmaps are always PNG
 
 
+IMAGE_FIELDS = {"overlay", "overlay_media_type", "heatmap", "mask"}
+CORE_FIELDS = {"method", "rank", "class_index", "label", "probability"}
+
+
+def test_explain_default_include_is_the_two_images(client: TestClient) -> None:
+    for explained in explain(client, top_k="2")["explanations"]:
+        assert set(explained) == CORE_FIELDS | {"overlay", "overlay_media_type", "heatmap"}
+
+
+@pytest.mark.parametrize(
+    ("include", "fields"),
+    [
+        ("", set()),
+        ("boxes", {"boxes"}),
+        ("heatmap", {"heatmap"}),
+        ("overlay", {"overlay", "overlay_media_type"}),
+        ("raw_map,polygons", {"raw_map", "polygons"}),
+        (" boxes , masks ", {"boxes", "mask"}),
+    ],
+)
+def test_explain_answers_with_exactly_what_include_lists(
+    client: TestClient, include: str, fields: set[str]
+) -> None:
+    body = explain(client, include=include, method="gradcam,layercam")
+    for explained in body["explanations"]:
+        assert set(explained) == CORE_FIELDS | fields
+
+
+def test_explain_boxes_alone_equal_the_boxes_beside_the_images(client: TestClient) -> None:
+    lean = explain(client, include="boxes", top_k="3", regions="all")
+    full = explain(client, include="overlay,heatmap,boxes", top_k="3", regions="all")
+    assert [e["boxes"] for e in lean["explanations"]] == [e["boxes"] for e in full["explanations"]]
+    assert lean["predictions"] == full["predictions"]
+
+
+def scene_photo(width: int, height: int) -> bytes:
+    """A generated scene (a shape on clutter) stretched to ``width`` × ``height``, as a JPEG."""
+    scene = Image.fromarray(scene_at(seed=16, index=0).image).resize((width, height))
+    buffer = io.BytesIO()
+    scene.save(buffer, "JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def test_a_labeling_tool_asking_for_boxes_gets_no_images(client: TestClient) -> None:
+    photo = scene_photo(1200, 900)
+    query = {"method": "gradcam,layercam,gradcam++", "top_k": "3", "regions": "all"}
+    lean = post_image(client, "/v1/explain", photo, params={**TINY, **query, "include": "boxes"})
+    full = post_image(
+        client, "/v1/explain", photo, params={**TINY, **query, "include": ",".join(INCLUDE_OPTIONS)}
+    )
+    assert lean.status_code == full.status_code == 200, (lean.text[:200], full.text[:200])
+
+    explanations = lean.json()["explanations"]
+    assert len(explanations) == 9
+    for explained in explanations:
+        assert set(explained) == CORE_FIELDS | {"boxes"}
+        assert explained["boxes"]
+    assert [e["boxes"] for e in explanations] == [e["boxes"] for e in full.json()["explanations"]]
+    for explained in full.json()["explanations"]:
+        assert set(explained) >= IMAGE_FIELDS
+    sizes = f"boxes only: {len(lean.content)} bytes; everything: {len(full.content)} bytes"
+    assert len(lean.content) < 5_000, sizes
+    assert len(full.content) > 200 * len(lean.content), sizes
+
+
 def test_explain_raw_map_only_on_request(client: TestClient) -> None:
     without = explain(client)["explanations"][0]
     assert without.get("raw_map") is None
@@ -334,9 +415,9 @@ def test_explain_raw_map_has_the_layer_resolution(client: TestClient) -> None:
 
 
 def test_explain_boxes_polygons_and_mask_come_from_the_heatmap(client: TestClient) -> None:
-    explained = explain(client, include="boxes,polygons,masks", regions="all", threshold="0.4")[
-        "explanations"
-    ][0]
+    explained = explain(
+        client, include="heatmap,boxes,polygons,masks", regions="all", threshold="0.4"
+    )["explanations"][0]
     heatmap = np.asarray(b64_image(explained["heatmap"]))
     hot = heatmap >= round(0.4 * heatmap.max())
     regions = find_regions(heatmap, Threshold("fraction", 0.4))
@@ -366,7 +447,7 @@ def test_explain_largest_region_by_default(client: TestClient) -> None:
 
 
 def test_explain_otsu_threshold(client: TestClient) -> None:
-    explained = explain(client, include="masks", threshold="otsu")["explanations"][0]
+    explained = explain(client, include="heatmap,masks", threshold="otsu")["explanations"][0]
     heatmap = np.asarray(b64_image(explained["heatmap"]))
     largest = find_regions(heatmap, Threshold("otsu"), largest_only=True)[0]
     np.testing.assert_array_equal(np.asarray(b64_image(explained["mask"])) == 255, largest.mask)
