@@ -1,4 +1,5 @@
-"""Routes of the browser page: ``/`` (the HTML), ``/static/<file>`` and the colormap tables.
+"""Routes of the browser page: ``/`` (the HTML), ``/static/<file>``, the colormap tables, and
+the sample images (``/static/samples.json`` lists those in ``static/samples/``).
 
 The files in ``static/`` are plain HTML, CSS and JavaScript modules (no build step, nothing
 fetched from elsewhere). Each gets its own fixed route, found when this module is imported, so
@@ -20,17 +21,36 @@ from fastapi.responses import JSONResponse
 
 from app.engine.colormaps import COLORMAPS, colormap_table
 
-__all__ = ["ASSET_PREFIX", "COLORMAPS_PATH", "STATIC_DIR", "asset_paths", "router"]
+__all__ = [
+    "ASSET_PREFIX",
+    "COLORMAPS_PATH",
+    "SAMPLES_DIR",
+    "SAMPLES_PATH",
+    "SAMPLE_PREFIX",
+    "STATIC_DIR",
+    "asset_paths",
+    "router",
+    "sample_paths",
+]
 
 STATIC_DIR = Path(__file__).parent / "static"
+SAMPLES_DIR = STATIC_DIR / "samples"
 ASSET_PREFIX = "/static/"
+SAMPLE_PREFIX = ASSET_PREFIX + "samples/"
 COLORMAPS_PATH = ASSET_PREFIX + "colormaps.json"
+SAMPLES_PATH = ASSET_PREFIX + "samples.json"
 INDEX = "index.html"
 
 MEDIA_TYPES = {
     ".css": "text/css; charset=utf-8",
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
+}
+SAMPLE_MEDIA_TYPES = {
+    ".jpeg": "image/jpeg",
+    ".jpg": "image/jpeg",
+    ".png": "image/png",
+    ".webp": "image/webp",
 }
 
 COMMON_HEADERS = {
@@ -59,8 +79,19 @@ def asset_paths() -> dict[str, Path]:
     }
 
 
+def sample_paths() -> dict[str, Path]:
+    """Every sample image, by URL path, in the order of their names."""
+    if not SAMPLES_DIR.is_dir():
+        return {}
+    return {
+        SAMPLE_PREFIX + path.name: path
+        for path in sorted(SAMPLES_DIR.iterdir())
+        if path.is_file() and path.suffix.lower() in SAMPLE_MEDIA_TYPES
+    }
+
+
 def _file_endpoint(path: Path, headers: dict[str, str]) -> Callable[[Request], Response]:
-    media_type = MEDIA_TYPES[path.suffix]
+    media_type = {**MEDIA_TYPES, **SAMPLE_MEDIA_TYPES}[path.suffix.lower()]
 
     def send_file(request: Request) -> Response:
         body = path.read_bytes()
@@ -91,9 +122,24 @@ async def colormaps() -> JSONResponse:
     return JSONResponse(_colormap_tables(), headers=COMMON_HEADERS)
 
 
+@router.get(SAMPLES_PATH)
+async def samples() -> JSONResponse:
+    """The sample images the page offers: ``{"samples": [{"name", "url", "bytes"}, ...]}``, where
+    the name is the file's stem with ``-`` and ``_`` read as spaces."""
+    listed = [
+        {"name": _sample_name(path), "url": url, "bytes": path.stat().st_size}
+        for url, path in sample_paths().items()
+    ]
+    return JSONResponse({"samples": listed}, headers=COMMON_HEADERS)
+
+
+def _sample_name(path: Path) -> str:
+    return " ".join(path.stem.replace("_", " ").replace("-", " ").split())
+
+
 def _add_file_routes() -> None:
     router.add_api_route("/", _file_endpoint(STATIC_DIR / INDEX, PAGE_HEADERS), methods=["GET"])
-    for url, path in asset_paths().items():
+    for url, path in {**asset_paths(), **sample_paths()}.items():
         router.add_api_route(url, _file_endpoint(path, COMMON_HEADERS), methods=["GET"])
 
 

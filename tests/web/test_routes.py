@@ -4,6 +4,7 @@ page loads is local, installed with the package, and free of the API key."""
 from __future__ import annotations
 
 import fnmatch
+import io
 import re
 import tomllib
 from collections.abc import Iterator
@@ -12,9 +13,17 @@ from pathlib import Path
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from PIL import Image
 
 from app.engine.colormaps import COLORMAPS, colormap_table
-from app.web.routes import COLORMAPS_PATH, STATIC_DIR, asset_paths
+from app.web.routes import (
+    COLORMAPS_PATH,
+    SAMPLE_PREFIX,
+    SAMPLES_DIR,
+    SAMPLES_PATH,
+    STATIC_DIR,
+    asset_paths,
+)
 from tests.api.helpers import assert_error, make_settings, serving
 from tests.integration.live import MetricsSnapshot
 
@@ -94,7 +103,8 @@ def test_everything_the_page_loads_is_served_locally(client: TestClient) -> None
     for url in sorted(wanted - {"data:,"}):
         assert client.get(url).status_code == 200, url
     for path in STATIC_DIR.iterdir():
-        assert not re.search(r"https?://|//cdn|@import", path.read_text()), path.name
+        if path.is_file():
+            assert not re.search(r"https?://|//cdn|@import", path.read_text()), path.name
 
 
 def test_the_colormaps_are_the_servers_tables(client: TestClient) -> None:
@@ -103,6 +113,28 @@ def test_the_colormaps_are_the_servers_tables(client: TestClient) -> None:
     assert list(tables) == list(COLORMAPS)
     for name in COLORMAPS:
         assert tables[name] == colormap_table(name, torch.device("cpu")).tolist()
+
+
+def test_the_samples_are_listed_and_served_as_images(client: TestClient) -> None:
+    response = client.get(SAMPLES_PATH)
+
+    assert response.status_code == 200
+    listed = response.json()["samples"]
+    files = sorted(path for path in SAMPLES_DIR.iterdir() if path.suffix in {".jpg", ".png"})
+    assert len(listed) >= 3
+    assert [sample["url"] for sample in listed] == [SAMPLE_PREFIX + path.name for path in files]
+    for sample, path in zip(listed, files, strict=True):
+        assert sample["name"] == path.stem.replace("-", " ").replace("_", " ")
+        assert sample["bytes"] == path.stat().st_size < 50_000
+        image = client.get(sample["url"])
+        assert image.status_code == 200
+        assert image.content == path.read_bytes()
+        assert (
+            image.headers["content-type"] == f"image/{'png' if path.suffix == '.png' else 'jpeg'}"
+        )
+        with Image.open(io.BytesIO(image.content)) as decoded:
+            assert min(decoded.size) >= 64
+    assert_error(client.get(SAMPLE_PREFIX + "nope.jpg"), 404, "not_found")
 
 
 def test_only_the_static_files_are_reachable(client: TestClient) -> None:
@@ -119,6 +151,6 @@ def test_only_the_static_files_are_reachable(client: TestClient) -> None:
 def test_the_static_files_are_installed_with_the_package() -> None:
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     patterns = setuptools["package-data"]["app.web"]
-    for path in STATIC_DIR.iterdir():
+    for path in (path for path in STATIC_DIR.rglob("*") if path.is_file()):
         relative = path.relative_to(STATIC_DIR.parent).as_posix()
         assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), relative
