@@ -1,8 +1,10 @@
 """Fixtures of the page tests: Debian's Chromium, driven by Playwright, on a real server.
 
 The models folder, the servers' working folder and the hook that attaches a failing test's
-server log come from the integration tests. Each test module starts its own ``server``
-fixture (module scope), with the settings it needs.
+server log come from the integration tests. Each test module has its own ``server`` fixture:
+the modules that need no special settings take ``page_server``, one server for the package
+(the test models plus one whose checkpoint is missing, so the page has a failure to show);
+the others start their own.
 """
 
 from __future__ import annotations
@@ -13,12 +15,32 @@ import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
 from tests.integration.conftest import models_dir, pytest_runtest_makereport, work_dir
-from tests.integration.live import LiveServer
-from tests.web.pages import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, WebPage, open_page
+from tests.integration.live import LiveServer, live_server
+from tests.support import write_test_models
+from tests.web.pages import BROKEN_MODEL, CHROMIUM, CHROMIUM_ARGS, WAIT_MS, WebPage, open_page
 
-__all__ = ["browser", "models_dir", "pytest_runtest_makereport", "web", "work_dir"]
+__all__ = [
+    "browser",
+    "models_dir",
+    "page_server",
+    "pytest_runtest_makereport",
+    "web",
+    "work_dir",
+]
 
 expect.set_options(timeout=WAIT_MS)
+
+
+@pytest.fixture(scope="package")
+def page_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server with the test models and ``broken`` (its checkpoint is missing)."""
+    folder = write_test_models(tmp_path_factory.mktemp("page-models"))
+    (folder / f"{BROKEN_MODEL}.toml").write_text(
+        f'name = "{BROKEN_MODEL}"\narchitecture = "resnet18"\nweights = "missing.pt"\n'
+        "num_classes = 3\n"
+    )
+    with live_server(folder, tmp_path_factory.mktemp("page-server")) as running:
+        yield running
 
 
 @pytest.fixture(scope="package")

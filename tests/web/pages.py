@@ -33,6 +33,7 @@ from app.engine.colormaps import colormap_table
 from tests.integration.live import LiveServer
 
 __all__ = [
+    "BROKEN_MODEL",
     "CHROMIUM",
     "CHROMIUM_ARGS",
     "DESKTOP",
@@ -64,6 +65,8 @@ CHROMIUM_ARGS = [
 ]
 DESKTOP: ViewportSize = {"width": 1280, "height": 900}
 PHONE: ViewportSize = {"width": 375, "height": 740}
+BROKEN_MODEL = "broken"
+"""A model of the shared page server whose checkpoint is missing (see ``conftest.py``)."""
 WAIT_MS = 30_000
 """How long any wait for the page may take (a CPU shared with other tests can be slow)."""
 

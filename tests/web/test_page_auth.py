@@ -60,6 +60,9 @@ def test_the_api_401_shows_until_the_key_is_given(
     alert = web.page.get_by_role("alert")
     expect(alert).to_have_text(api_message(server, {}))
     expect(web.page.locator("#model option")).to_have_count(0)
+    expect(web.page.locator("#key-panel")).to_have_attribute("open", "")
+    expect(web.page.locator("#api-key")).to_be_visible()
+    expect(web.page.locator("#api-key")).to_be_focused()
     web.screenshot("no-key")
 
     enter_key(web, "not-the-key")
@@ -85,7 +88,10 @@ def test_the_key_is_kept_for_the_tab_or_remembered_on_the_device(web: WebPage) -
     web.page.reload()
     expect(web.page.locator("#model option")).to_have_count(2)
     expect(web.page.locator("#api-key")).to_have_value(API_KEY)
+    expect(web.page.locator("#api-key")).to_be_hidden()
+    expect(web.page.locator("#key-state")).to_have_text("(set)")
 
+    web.page.click("#key-panel summary")
     web.page.check("#remember-key")
     assert stored(web) == [None, API_KEY]
     web.page.uncheck("#remember-key")

@@ -7,18 +7,28 @@ import { ExplanationCard, methodName, percent } from './cards.js';
 import { watchImageInput } from './imageinput.js';
 import { isRemembered, storedKey, storeKey } from './keystore.js';
 import { decodeHeatmap, decodeImage, loadColormaps } from './pixels.js';
+import { listSamples, sampleFile } from './samples.js';
+import { ResultsGrid } from './grid.js';
+import { Zoom } from './zoom.js';
 
 const COLORMAPS_URL = '/static/colormaps.json';
 const DEFAULT_METHOD = 'gradcam';
 const MODELS_RETRY_MS = 2000;
+const PREDICTIONS = 5; // how many top predictions the page offers as classes
+// The page blends the heatmap itself and draws the boxes: it needs no overlay from the server.
+const INCLUDE = 'heatmap,boxes';
 
 const byId = (id) => document.getElementById(id);
 const ui = {
   controls: byId('controls'),
+  keyPanel: byId('key-panel'),
+  keyState: byId('key-state'),
   key: byId('api-key'),
   remember: byId('remember-key'),
   model: byId('model'),
   modelDescription: byId('model-description'),
+  failedModels: byId('failed-models'),
+  failedList: byId('failed-list'),
   layer: byId('layer'),
   methods: byId('methods'),
   classes: byId('classes'),
@@ -28,9 +38,16 @@ const ui = {
   boxes: byId('show-boxes'),
   threshold: byId('threshold'),
   dropZone: byId('drop-zone'),
+  dropTitle: byId('drop-title'),
   fileInput: byId('file-input'),
   preview: byId('preview'),
   fileName: byId('file-name'),
+  samples: byId('samples'),
+  sampleList: byId('sample-list'),
+  headline: byId('headline'),
+  headlineLabel: byId('headline-label'),
+  headlineProbability: byId('headline-probability'),
+  headlineModel: byId('headline-model'),
   error: byId('error'),
   status: byId('status'),
   results: byId('results'),
@@ -57,6 +74,7 @@ const state = {
 };
 
 const api = new Api(() => ui.key.value.trim());
+const zoom = new Zoom(byId('zoom'));
 
 start();
 
@@ -64,8 +82,10 @@ async function start() {
   ui.key.value = storedKey();
   ui.remember.checked = isRemembered();
   state.appliedKey = ui.key.value.trim();
+  showKeyState();
   bindControls();
   watchImageInput({ dropZone: ui.dropZone, fileInput: ui.fileInput, onFile: chooseFile });
+  offerSamples();
   try {
     state.colormaps = await loadColormaps(COLORMAPS_URL);
     fillColormaps();
@@ -109,6 +129,7 @@ function bindControls() {
 async function applyKey() {
   const key = ui.key.value.trim();
   storeKey(key, ui.remember.checked);
+  showKeyState();
   if (key === state.appliedKey) return;
   state.appliedKey = key;
   await loadModels();
@@ -124,12 +145,40 @@ async function loadModels() {
     const { models, failed } = await api.models(request.signal);
     state.models = models;
     if (fillModels()) forgetPredictions();
+    showFailedModels(failed);
     clearError();
     if (models.length === 0) noModelsYet(failed);
     else if (!state.file) setStatus('');
   } catch (error) {
     if (!request.signal.aborted) showError(error);
   }
+}
+
+/** The key panel stays folded until the server asks for a key; its summary says if one is set. */
+function showKeyState() {
+  ui.keyState.textContent = ui.key.value.trim()
+    ? '(set)'
+    : '(only if the server asks for one)';
+}
+
+function askForKey() {
+  ui.keyPanel.open = true;
+  ui.key.focus();
+}
+
+/** Each model that failed to load, with the server's reason (and its fix). */
+function showFailedModels(failed) {
+  const entries = Object.entries(failed ?? {});
+  ui.failedModels.hidden = entries.length === 0;
+  ui.failedList.replaceChildren(
+    ...entries.map(([name, why]) => {
+      const item = document.createElement('li');
+      const strong = document.createElement('strong');
+      strong.textContent = name;
+      item.append(strong, `: ${why}`);
+      return item;
+    }),
+  );
 }
 
 function noModelsYet(failed) {
@@ -212,12 +261,45 @@ function showFile(file) {
   };
   ui.preview.src = URL.createObjectURL(file);
   ui.fileName.textContent = file.name || 'pasted image';
+  ui.dropTitle.textContent = 'Change image';
+}
+
+/** A button per sample image the server offers; each loads its sample as if it were chosen. */
+async function offerSamples() {
+  let samples = [];
+  try {
+    samples = await listSamples();
+  } catch {
+    return; // the samples are a convenience: without them the page works as before
+  }
+  ui.sampleList.replaceChildren(...samples.map(sampleButton));
+  ui.samples.hidden = samples.length === 0;
+}
+
+function sampleButton(sample) {
+  const button = document.createElement('button');
+  button.type = 'button';
+  button.className = 'sample';
+  button.dataset.sample = sample.url;
+  const thumbnail = document.createElement('img');
+  thumbnail.src = sample.url;
+  thumbnail.alt = '';
+  button.append(thumbnail, sample.name);
+  button.addEventListener('click', async () => {
+    try {
+      chooseFile(await sampleFile(sample));
+    } catch (error) {
+      showError(error);
+    }
+  });
+  return button;
 }
 
 function forgetPredictions() {
   state.predictions = [];
   state.explained.clear();
   ui.classes.replaceChildren(classesHint);
+  ui.headline.hidden = true;
 }
 
 // ---------------------------------------------------------------------------- explaining
@@ -254,11 +336,22 @@ async function explainTopPrediction(signal) {
   await keep(response, signal);
   state.predictions = response.predictions;
   state.size = { width: response.width, height: response.height };
+  showHeadline(response);
   ui.classes.replaceChildren(
     ...response.predictions.map((prediction, rank) =>
       choice('class', String(prediction.index), prediction.label, rank === 0, percent(prediction.probability)),
     ),
   );
+}
+
+/** The top prediction, large, above the results. */
+function showHeadline(response) {
+  const [top] = response.predictions;
+  ui.headline.hidden = !top;
+  if (!top) return;
+  ui.headlineLabel.textContent = top.label;
+  ui.headlineProbability.textContent = percent(top.probability);
+  ui.headlineModel.textContent = `top prediction of ${response.model}`;
 }
 
 /** One request per chosen class that lacks some chosen methods. */
@@ -275,6 +368,7 @@ async function explainChosen(signal) {
   );
 }
 
+/** The query of every /v1/explain request the page sends. */
 function requestParams(methods) {
   return {
     model: ui.model.value,
@@ -282,7 +376,8 @@ function requestParams(methods) {
     method: methods.join(','),
     alpha: ui.alpha.value,
     colormap: ui.colormap.value,
-    include: 'boxes',
+    include: INCLUDE,
+    predictions: PREDICTIONS,
     threshold: ui.threshold.value,
   };
 }
@@ -330,19 +425,26 @@ function isExplained(method, classIndex) {
 
 // ---------------------------------------------------------------------------- showing
 
-/** One card per chosen class and method, in the order of the lists. */
+/** One card per chosen class and method: a grid with a row per class, a column per method. */
 function render() {
-  const cards = [];
-  for (const classIndex of chosenClasses()) {
-    for (const method of chosenMethods()) {
+  const methods = chosenMethods();
+  const rows = chosenClasses().map((classIndex) => ({
+    prediction: state.predictions.find((prediction) => prediction.index === classIndex),
+    cards: methods.map((method) => {
       const explained = state.explained.get(explainedKey(method, classIndex));
-      if (explained) cards.push(new ExplanationCard(ui.cardTemplate, explained, state.fileStem));
-    }
-  }
-  state.cards = cards;
-  ui.results.replaceChildren(...cards.map((card) => card.element));
-  ui.results.classList.toggle('several', cards.length > 1);
+      return explained ? new ExplanationCard(ui.cardTemplate, explained, state.fileStem, enlarge) : null;
+    }),
+  }));
+  state.cards = rows.flatMap((row) => row.cards).filter(Boolean);
+  const grid = new ResultsGrid(methods.map(methodName), rows);
+  ui.results.replaceChildren(state.cards.length > 1 ? grid.element : (state.cards[0]?.element ?? ''));
+  ui.results.classList.toggle('several', state.cards.length > 1);
   repaint();
+}
+
+/** Show one card large, beside the original image. */
+function enlarge(card) {
+  zoom.show(card, state.original);
 }
 
 /** Blend every card again from the kept heatmaps: no request. */
@@ -373,6 +475,7 @@ function setStatus(text) {
 function showError(error) {
   ui.error.textContent = error.message;
   ui.error.dataset.code = error.code ?? '';
+  if (error.status === 401) askForKey();
 }
 
 function clearError() {

@@ -27,9 +27,10 @@ export function percent(probability) {
 export class ExplanationCard {
   /**
    * `explained` is {entry, heatmap}: one entry of /v1/explain's `explanations` and its decoded
-   * heatmap; `fileStem` starts the names of the downloaded files.
+   * heatmap; `fileStem` starts the names of the downloaded files; `onEnlarge(card)` shows the
+   * card large.
    */
-  constructor(template, explained, fileStem) {
+  constructor(template, explained, fileStem, onEnlarge) {
     this.entry = explained.entry;
     this.heatmap = explained.heatmap;
     this.element = template.content.firstElementChild.cloneNode(true);
@@ -40,6 +41,7 @@ export class ExplanationCard {
     this.caption();
     this.element.dataset.method = this.entry.method;
     this.element.dataset.classIndex = String(this.entry.class_index);
+    this.element.querySelector('[data-enlarge]').addEventListener('click', () => onEnlarge(this));
     this.element.querySelector('[data-download="overlay"]').addEventListener('click', () => {
       this.canvas.toBlob((blob) => save(blob, `${this.stem}-overlay.png`), 'image/png');
     });
@@ -55,7 +57,7 @@ export class ExplanationCard {
     this.element.querySelector('.label').textContent = label;
     this.element.querySelector('.probability').textContent = percent(probability);
     this.canvas.setAttribute('aria-label', `${text} heatmap`);
-    for (const button of this.element.querySelectorAll('[data-download]')) {
+    for (const button of this.element.querySelectorAll('[data-download], [data-enlarge]')) {
       button.setAttribute('aria-label', `${button.textContent}: ${text}`);
     }
   }
