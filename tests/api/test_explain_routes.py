@@ -394,6 +394,19 @@ def test_a_labeling_tool_asking_for_boxes_gets_no_images(client: TestClient) -> 
     assert len(full.content) > 200 * len(lean.content), sizes
 
 
+def test_the_openapi_description_documents_include_and_predictions(client: TestClient) -> None:
+    operation = client.get("/openapi.json").json()["paths"]["/v1/explain"]["post"]
+    parameters = {parameter["name"]: parameter for parameter in operation["parameters"]}
+
+    include = parameters["include"]
+    assert include["schema"]["default"] == "overlay,heatmap"
+    assert all(option in include["description"] for option in INCLUDE_OPTIONS)
+    predictions = parameters["predictions"]
+    assert predictions["schema"]["anyOf"][0] == {"type": "integer", "minimum": 0, "maximum": 20}
+    assert "top_k" in predictions["description"]
+    assert "include=boxes" in operation["description"]
+
+
 def test_explain_raw_map_only_on_request(client: TestClient) -> None:
     without = explain(client)["explanations"][0]
     assert without.get("raw_map") is None

@@ -298,6 +298,17 @@ def test_only_the_configured_shapes_come_back(detector: Detector, server: LiveSe
     assert {shape["type"] for shape in shapes} == {"rectangle"}
 
 
+def test_camserve_answers_the_functions_own_query_without_images(
+    function: ModuleType, server: LiveServer
+) -> None:
+    config = function.Config(url=server.base_url, model="tiny", api_key=API_KEY, top_k=2)
+    answer = function.explain(config, IMAGE)
+    assert len(answer["explanations"]) == 2
+    for explained in answer["explanations"]:
+        assert not {"overlay", "heatmap", "raw_map"} & set(explained), set(explained)
+        assert explained["boxes"]
+
+
 def test_largest_region_and_otsu_reach_camserve(detector: Detector, server: LiveServer) -> None:
     status, shapes = detector.detect(regions="largest", threshold="otsu", shapes="rectangle")
     assert status == 200

@@ -161,7 +161,9 @@ function showKeyState() {
     : '(only if the server asks for one)';
 }
 
+/** The server refused the call for want of a (right) key: unfold the key field. */
 function askForKey() {
+  ui.keyState.textContent = '(this server needs one)';
   ui.keyPanel.open = true;
   ui.key.focus();
 }
