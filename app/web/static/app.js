@@ -4,11 +4,11 @@
 
 import { Api } from './api.js';
 import { ExplanationCard, methodName, percent } from './cards.js';
+import { ResultsGrid } from './grid.js';
 import { watchImageInput } from './imageinput.js';
 import { isRemembered, storedKey, storeKey } from './keystore.js';
 import { decodeHeatmap, decodeImage, loadColormaps } from './pixels.js';
 import { listSamples, sampleFile } from './samples.js';
-import { ResultsGrid } from './grid.js';
 import { Zoom } from './zoom.js';
 
 const COLORMAPS_URL = '/static/colormaps.json';
@@ -156,9 +156,7 @@ async function loadModels() {
 
 /** The key panel stays folded until the server asks for a key; its summary says if one is set. */
 function showKeyState() {
-  ui.keyState.textContent = ui.key.value.trim()
-    ? '(set)'
-    : '(only if the server asks for one)';
+  ui.keyState.textContent = ui.key.value.trim() ? '(set)' : '(only if the server asks for one)';
 }
 
 /** The server refused the call for want of a (right) key: unfold the key field. */
