@@ -4,8 +4,9 @@ One 1200×900 JPEG (a generated scene, stretched), three methods (Grad-CAM, Grad
 LayerCAM) × the top three classes, on a ResNet-18 with random weights and 1000 classes at
 224 px (the size of an answer depends on neither the weights nor the depth of the network).
 The app runs in-process (FastAPI's TestClient, the real routes, worker and encoders); the
-variants are interleaved round by round, so each median compares like with like. Reported per variant: the body's size, and the median of the
-server's own ``timings`` (compute, encode, total) and of the client's wall time.
+variants are interleaved round by round, so each median compares like with like. Reported per
+variant: the body's size, and the median of the server's own ``timings`` (compute, encode,
+total) and of the client's wall time.
 
 Usage::
 
