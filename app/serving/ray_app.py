@@ -53,6 +53,9 @@ class RayAppArgs(BaseModel):
     )
     upscale_delay_s: float = Field(10.0, ge=0)
     downscale_delay_s: float = Field(60.0, ge=0)
+    look_back_period_s: float = Field(
+        30.0, gt=10, description="Load averaged over this window (Ray wants more than 10 s)."
+    )
     num_cpus: float = Field(1.0, ge=0, description="CPUs reserved per replica.")
     num_gpus: float = Field(0.0, ge=0, description="GPUs per replica (1, or a fraction to share).")
     max_ongoing_requests: int | None = Field(
@@ -119,6 +122,7 @@ def deployment_options(args: RayAppArgs, settings: Settings) -> dict[str, Any]:
             "target_ongoing_requests": args.target_ongoing_requests or batch,
             "upscale_delay_s": args.upscale_delay_s,
             "downscale_delay_s": args.downscale_delay_s,
+            "look_back_period_s": args.look_back_period_s,
         }
     return options
 

@@ -38,12 +38,21 @@ class LocalRay:
         return self.base_url + path
 
 
+RAY_ENVIRONMENT = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "OMP_NUM_THREADS": "1",
+    # load reports every half second (Ray's default: 10 s), so autoscaling reacts in seconds
+    "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "0.5",
+    "RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "0.5",
+}
+
+
 @contextmanager
 def local_ray(nodes: int = 2, cpus_per_node: int = 1) -> Iterator[LocalRay]:
     """A head plus ``nodes - 1`` worker nodes, each offering ``cpus_per_node`` CPUs."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    saved = {key: os.environ.get(key) for key in RAY_ENVIRONMENT}
+    os.environ.update(RAY_ENVIRONMENT)
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": cpus_per_node, "include_dashboard": False},
@@ -66,6 +75,11 @@ def local_ray(nodes: int = 2, cpus_per_node: int = 1) -> Iterator[LocalRay]:
         finally:
             ray.shutdown()
             cluster.shutdown()
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
         _wait_gone(started)
 
 
