@@ -1,0 +1,203 @@
+"""Throughput of camserve on Ray Serve against camserve directly, side by side in one run.
+
+Three targets, all on 127.0.0.1 and all with one torch thread per camserve process:
+
+- ``direct``: one ``python -m app serve`` (the peer);
+- ``ray-1``: the Ray Serve application with one replica;
+- ``ray-2``: the same application with two replicas, one on each node of a local two-node
+  Ray cluster (checked from the ``X-Camserve-Node`` header).
+
+The two Ray applications run at once under their own route prefixes (``/one``, ``/two``) on a
+cluster whose two nodes offer two logical CPUs each, so the targets can be measured in
+interleaved rounds without redeploying; an idle target costs only memory. Each measurement:
+a warm-up, then a fixed number of ``POST /v1/cam`` uploads of the demo model's input at
+concurrency 32; req/s and p50/p95 latency. The ratios (ray-1 / direct and ray-2 / ray-1) are
+taken per round and their medians reported. The load generator shares the machine.
+
+Usage::
+
+    python benchmarks/ray_throughput.py
+    python benchmarks/ray_throughput.py --rounds 5 --requests 400 --concurrency 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+from ray import serve
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the shared helpers under tests/
+
+from app.serving.ray_app import build_app  # noqa: E402
+from tests.integration.live import live_server  # noqa: E402
+from tests.serving.ray_cluster import local_ray  # noqa: E402
+from tests.support import image_bytes  # noqa: E402
+
+SETTINGS = {
+    "models": "shapes",
+    "torch_threads": 1,
+    "codec_threads": 1,
+    "log_level": "warning",
+    "labelstudio_enabled": False,
+}
+GOALS = {"ray-1 / direct": 0.9, "ray-2 / ray-1": 1.6}
+DISTINCT_IMAGES = 16
+WARM_UP = 32
+TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    target: str
+    round: int
+    requests: int
+    requests_per_s: float
+    p50_ms: float
+    p95_ms: float
+    errors: int
+    nodes: int
+    replicas: int
+
+
+async def measure(
+    target: str, url: str, images: list[bytes], requests: int, *, concurrency: int, round_: int
+) -> Measurement:
+    limit = asyncio.Semaphore(concurrency)
+    latencies: list[float] = []
+    statuses: Counter[int] = Counter()
+    nodes: set[str] = set()
+    replicas: set[str] = set()
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=TIMEOUT_S, limits=limits) as client:
+
+        async def one(index: int, record: bool) -> None:
+            async with limit:
+                started = time.perf_counter()
+                answer = await client.post(
+                    url,
+                    content=images[index % len(images)],
+                    headers={"content-type": "image/png"},
+                )
+                elapsed = time.perf_counter() - started
+            if record:
+                latencies.append(elapsed)
+                statuses[answer.status_code] += 1
+                nodes.add(answer.headers.get("X-Camserve-Node", "-"))
+                replicas.add(answer.headers.get("X-Camserve-Replica", "-"))
+
+        await asyncio.gather(*(one(i, record=False) for i in range(WARM_UP)))
+        started = time.perf_counter()
+        await asyncio.gather(*(one(i, record=True) for i in range(requests)))
+        wall = time.perf_counter() - started
+    values = np.asarray(latencies) * 1000
+    return Measurement(
+        target=target,
+        round=round_,
+        requests=requests,
+        requests_per_s=requests / wall,
+        p50_ms=float(np.percentile(values, 50)),
+        p95_ms=float(np.percentile(values, 95)),
+        errors=requests - statuses[200],
+        nodes=len(nodes),
+        replicas=len(replicas),
+    )
+
+
+def deploy(models_dir: Path, name: str, prefix: str, replicas: int) -> None:
+    args = {"models_dir": str(models_dir), "replicas": replicas, "settings": SETTINGS}
+    serve.run(build_app(args), name=name, route_prefix=prefix)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--size", type=int, default=160, help="Width of the uploads (4:3).")
+    return parser.parse_args()
+
+
+def report(results: list[Measurement], command: str) -> None:
+    print(f"\ncommand: {command}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()}")
+    print("| target | round | req/s | p50 ms | p95 ms | errors | replicas | nodes |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(
+            f"| {r.target} | {r.round} | {r.requests_per_s:.1f} | {r.p50_ms:.0f} | "
+            f"{r.p95_ms:.0f} | {r.errors} | {r.replicas} | {r.nodes} |"
+        )
+    by_round: dict[int, dict[str, float]] = {}
+    for r in results:
+        by_round.setdefault(r.round, {})[r.target] = r.requests_per_s
+    ratios = {
+        "ray-1 / direct": [v["ray-1"] / v["direct"] for v in by_round.values()],
+        "ray-2 / ray-1": [v["ray-2"] / v["ray-1"] for v in by_round.values()],
+    }
+    for name, values in ratios.items():
+        median = statistics.median(values)
+        verdict = "met" if median >= GOALS[name] else "NOT met"
+        listed = ", ".join(f"{v:.2f}" for v in values)
+        print(f"{name}: median {median:.2f} (rounds: {listed}); goal ≥ {GOALS[name]} {verdict}")
+    for target in ("direct", "ray-1", "ray-2"):
+        rates = [r.requests_per_s for r in results if r.target == target]
+        p95 = [r.p95_ms for r in results if r.target == target]
+        print(
+            f"{target}: median {statistics.median(rates):.1f} req/s, "
+            f"median p95 {statistics.median(p95):.0f} ms"
+        )
+
+
+def main() -> None:
+    args = parse_args()
+    command = shlex.join([Path(sys.executable).name, *sys.argv])
+    images = [
+        image_bytes(args.size, args.size * 3 // 4, seed=seed) for seed in range(DISTINCT_IMAGES)
+    ]
+    models_dir = ROOT / "models"
+    results: list[Measurement] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="camserve-ray-bench-") as temp,
+        live_server(models_dir, Path(temp), SETTINGS) as direct,
+        local_ray(nodes=2, cpus_per_node=2) as cluster,
+    ):
+        deploy(models_dir, "one", "/one", 1)
+        deploy(models_dir, "two", "/two", 2)
+        targets = {
+            "direct": direct.url("/v1/cam"),
+            "ray-1": cluster.url("/one/v1/cam"),
+            "ray-2": cluster.url("/two/v1/cam"),
+        }
+        for round_ in range(1, args.rounds + 1):
+            for target, url in targets.items():
+                result = asyncio.run(
+                    measure(
+                        target,
+                        url,
+                        images,
+                        args.requests,
+                        concurrency=args.concurrency,
+                        round_=round_,
+                    )
+                )
+                print(result, flush=True)
+                results.append(result)
+    report(results, command)
+
+
+if __name__ == "__main__":
+    main()
