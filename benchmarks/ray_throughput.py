@@ -173,7 +173,7 @@ def main() -> None:
     with (
         tempfile.TemporaryDirectory(prefix="camserve-ray-bench-") as temp,
         live_server(models_dir, Path(temp), SETTINGS) as direct,
-        local_ray(nodes=2, cpus_per_node=2) as cluster,
+        local_ray(nodes=2, cpus_per_node=2, fast_autoscaling=False) as cluster,
     ):
         deploy(models_dir, "one", "/one", 1)
         deploy(models_dir, "two", "/two", 2)

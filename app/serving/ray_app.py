@@ -112,6 +112,8 @@ def deployment_options(args: RayAppArgs, settings: Settings) -> dict[str, Any]:
         "ray_actor_options": {"num_cpus": args.num_cpus, "num_gpus": args.num_gpus},
         "graceful_shutdown_timeout_s": settings.request_timeout_s + 5,
         "health_check_period_s": 5.0,
+        # camserve logs every request itself (JSON, with its request id)
+        "logging_config": {"enable_access_log": False},
     }
     if args.max_replicas is None:
         options["num_replicas"] = args.replicas

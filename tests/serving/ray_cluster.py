@@ -42,6 +42,8 @@ RAY_ENVIRONMENT = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
     "OMP_NUM_THREADS": "1",
+}
+FAST_AUTOSCALING = {
     # load reports every half second (Ray's default: 10 s), so autoscaling reacts in seconds
     "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "0.5",
     "RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "0.5",
@@ -49,10 +51,15 @@ RAY_ENVIRONMENT = {
 
 
 @contextmanager
-def local_ray(nodes: int = 2, cpus_per_node: int = 1) -> Iterator[LocalRay]:
-    """A head plus ``nodes - 1`` worker nodes, each offering ``cpus_per_node`` CPUs."""
-    saved = {key: os.environ.get(key) for key in RAY_ENVIRONMENT}
-    os.environ.update(RAY_ENVIRONMENT)
+def local_ray(
+    nodes: int = 2, cpus_per_node: int = 1, *, fast_autoscaling: bool = True
+) -> Iterator[LocalRay]:
+    """A head plus ``nodes - 1`` worker nodes, each offering ``cpus_per_node`` CPUs.
+    ``fast_autoscaling`` makes Serve report load every half second instead of every 10 s
+    (for tests of autoscaling; benchmarks keep Ray's defaults)."""
+    environment = {**RAY_ENVIRONMENT, **(FAST_AUTOSCALING if fast_autoscaling else {})}
+    saved = {key: os.environ.get(key) for key in environment}
+    os.environ.update(environment)
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": cpus_per_node, "include_dashboard": False},
@@ -64,7 +71,11 @@ def local_ray(nodes: int = 2, cpus_per_node: int = 1) -> Iterator[LocalRay]:
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, logging_level="warning", log_to_driver=False)
         port = free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        # camserve logs every request itself: Ray's proxies need not log them again
+        serve.start(
+            http_options={"host": "127.0.0.1", "port": port},
+            logging_config={"enable_access_log": False},
+        )
         started = _descendants(os.getpid())
         yield LocalRay(cluster, f"http://127.0.0.1:{port}")
     finally:

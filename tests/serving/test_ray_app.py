@@ -19,6 +19,7 @@ import pytest
 import ray
 import yaml
 from ray import serve
+from ray.serve.schema import ServeDeploySchema
 
 from app.config import load_settings
 from app.serving.ray_app import RayAppArgs, build_app, deployment_options
@@ -96,8 +97,9 @@ def test_inconsistent_arguments_are_refused(raw: dict[str, Any]) -> None:
         RayAppArgs.model_validate(raw)
 
 
-def test_the_serve_config_arguments_are_valid() -> None:
+def test_the_serve_config_is_valid() -> None:
     config = yaml.safe_load((REPO / "deploy/ray/serve.yaml").read_text())
+    ServeDeploySchema.model_validate(config)  # Ray's own schema of `serve deploy` files
     (application,) = config["applications"]
     assert application["import_path"] == "app.serving.ray_app:build_app"
     args = RayAppArgs.model_validate(application["args"])
