@@ -14,6 +14,9 @@ a warm-up, then a fixed number of ``POST /v1/cam`` uploads of the demo model's i
 concurrency 32; req/s and p50/p95 latency. The ratios (ray-1 / direct and ray-2 / ray-1) are
 taken per round and their medians reported. The load generator shares the machine.
 
+To show what the path through Ray costs by itself, each round also sends ``GET /healthz``
+(no model, no image) at the same concurrency to ``direct`` and ``ray-1``.
+
 Usage::
 
     python benchmarks/ray_throughput.py
@@ -76,6 +79,7 @@ class Measurement:
 async def measure(
     target: str, url: str, images: list[bytes], requests: int, *, concurrency: int, round_: int
 ) -> Measurement:
+    """``requests`` uploads of ``images`` in turn (a GET of ``url`` when there are none)."""
     limit = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
     statuses: Counter[int] = Counter()
@@ -87,11 +91,14 @@ async def measure(
         async def one(index: int, record: bool) -> None:
             async with limit:
                 started = time.perf_counter()
-                answer = await client.post(
-                    url,
-                    content=images[index % len(images)],
-                    headers={"content-type": "image/png"},
-                )
+                if images:
+                    answer = await client.post(
+                        url,
+                        content=images[index % len(images)],
+                        headers={"content-type": "image/png"},
+                    )
+                else:
+                    answer = await client.get(url)
                 elapsed = time.perf_counter() - started
             if record:
                 latencies.append(elapsed)
@@ -153,7 +160,7 @@ def report(results: list[Measurement], command: str) -> None:
         verdict = "met" if median >= GOALS[name] else "NOT met"
         listed = ", ".join(f"{v:.2f}" for v in values)
         print(f"{name}: median {median:.2f} (rounds: {listed}); goal ≥ {GOALS[name]} {verdict}")
-    for target in ("direct", "ray-1", "ray-2"):
+    for target in ("direct", "ray-1", "ray-2", "direct healthz", "ray-1 healthz"):
         rates = [r.requests_per_s for r in results if r.target == target]
         p95 = [r.p95_ms for r in results if r.target == target]
         print(
@@ -178,17 +185,19 @@ def main() -> None:
         deploy(models_dir, "one", "/one", 1)
         deploy(models_dir, "two", "/two", 2)
         targets = {
-            "direct": direct.url("/v1/cam"),
-            "ray-1": cluster.url("/one/v1/cam"),
-            "ray-2": cluster.url("/two/v1/cam"),
+            "direct": (direct.url("/v1/cam"), images),
+            "ray-1": (cluster.url("/one/v1/cam"), images),
+            "ray-2": (cluster.url("/two/v1/cam"), images),
+            "direct healthz": (direct.url("/healthz"), []),
+            "ray-1 healthz": (cluster.url("/one/healthz"), []),
         }
         for round_ in range(1, args.rounds + 1):
-            for target, url in targets.items():
+            for target, (url, bodies) in targets.items():
                 result = asyncio.run(
                     measure(
                         target,
                         url,
-                        images,
+                        bodies,
                         args.requests,
                         concurrency=args.concurrency,
                         round_=round_,
