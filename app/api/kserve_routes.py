@@ -26,6 +26,7 @@ from app.api import explain_routes
 from app.api.deps import ServiceDep
 from app.api.schemas import ErrorResponse, ExplainParams, ExplainResponse, Prediction
 from app.engine.errors import NotAnImageError, PayloadTooLargeError, UnsupportedMediaTypeError
+from app.service import Service
 
 __all__ = ["router"]
 
@@ -121,7 +122,7 @@ async def explain(
 
 
 async def _explain_instances(
-    name: str, request: Request, params: ExplainParams, service: ServiceDep
+    name: str, request: Request, params: ExplainParams, service: Service
 ) -> list[ExplainResponse]:
     limit = service.settings.max_upload_bytes
     images = _decode_instances(await _read_body(request, limit), limit, service.settings.queue_size)
