@@ -11,15 +11,21 @@ The two Ray applications run at once under their own route prefixes (``/one``, `
 cluster whose two nodes offer two logical CPUs each, so the targets can be measured in
 interleaved rounds without redeploying; an idle target costs only memory. Each measurement:
 a warm-up, then a fixed number of ``POST /v1/cam`` uploads of the demo model's input at
-concurrency 32; req/s and p50/p95 latency. The ratios (ray-1 / direct and ray-2 / ray-1) are
+concurrency 32; req/s and p50/p95 latency, and the CPU time per request of the server side
+(the camserve process; for Ray, every process of the cluster: raylets, GCS, controller,
+proxies, replicas) and of the load generator. The ratios (ray-1 / direct and ray-2 / ray-1) are
 taken per round and their medians reported. The load generator shares the machine.
 
 To show what the path through Ray costs by itself, each round also sends ``GET /healthz``
 (no model, no image) at the same concurrency to ``direct`` and ``ray-1``.
 
+``--model resnet18`` serves a random-weight ResNet-18 at 224 px instead of the demo model: about
+four times the work per request, for the same fixed cost of the path through Ray.
+
 Usage::
 
     python benchmarks/ray_throughput.py
+    python benchmarks/ray_throughput.py --model resnet18
     python benchmarks/ray_throughput.py --rounds 5 --requests 400 --concurrency 32
 """
 
@@ -35,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,12 +53,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the shared helpers under tests/
 
 from app.serving.ray_app import build_app  # noqa: E402
-from tests.integration.live import live_server  # noqa: E402
-from tests.serving.ray_cluster import local_ray  # noqa: E402
+from tests.integration.live import LiveServer, live_server  # noqa: E402
+from tests.serving.ray_cluster import (  # noqa: E402
+    LocalRay,
+    cpu_seconds,
+    local_ray,
+    ray_processes,
+)
 from tests.support import image_bytes  # noqa: E402
 
 SETTINGS = {
-    "models": "shapes",
     "torch_threads": 1,
     "codec_threads": 1,
     "log_level": "warning",
@@ -74,10 +85,21 @@ class Measurement:
     errors: int
     nodes: int
     replicas: int
+    server_cpu_ms: float
+    """CPU time of the serving processes per request."""
+    client_cpu_ms: float
+    """CPU time of this process (the load generator) per request."""
 
 
 async def measure(
-    target: str, url: str, images: list[bytes], requests: int, *, concurrency: int, round_: int
+    target: str,
+    url: str,
+    images: list[bytes],
+    requests: int,
+    *,
+    concurrency: int,
+    round_: int,
+    servers: Callable[[], set[int]],
 ) -> Measurement:
     """``requests`` uploads of ``images`` in turn (a GET of ``url`` when there are none)."""
     limit = asyncio.Semaphore(concurrency)
@@ -107,9 +129,13 @@ async def measure(
                 replicas.add(answer.headers.get("X-Camserve-Replica", "-"))
 
         await asyncio.gather(*(one(i, record=False) for i in range(WARM_UP)))
+        pids = servers()
+        server_cpu, client_cpu = cpu_seconds(pids), time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(one(i, record=True) for i in range(requests)))
         wall = time.perf_counter() - started
+        server_cpu = cpu_seconds(pids) - server_cpu
+        client_cpu = time.process_time() - client_cpu
     values = np.asarray(latencies) * 1000
     return Measurement(
         target=target,
@@ -121,11 +147,27 @@ async def measure(
         errors=requests - statuses[200],
         nodes=len(nodes),
         replicas=len(replicas),
+        server_cpu_ms=1000 * server_cpu / requests,
+        client_cpu_ms=1000 * client_cpu / requests,
     )
 
 
-def deploy(models_dir: Path, name: str, prefix: str, replicas: int) -> None:
-    args = {"models_dir": str(models_dir), "replicas": replicas, "settings": SETTINGS}
+def models_folder(model: str, temp: Path) -> Path:
+    """The shipped models (for ``shapes``), or a folder with a random-weight ResNet-18."""
+    if model == "shapes":
+        return ROOT / "models"
+    folder = temp / "models"
+    folder.mkdir()
+    (folder / "resnet18.toml").write_text(
+        'name = "resnet18"\narchitecture = "resnet18"\nweights = "random"\ninput_size = 224\n'
+    )
+    return folder
+
+
+def deploy(
+    models_dir: Path, settings: dict[str, object], name: str, prefix: str, replicas: int
+) -> None:
+    args = {"models_dir": str(models_dir), "replicas": replicas, "settings": settings}
     serve.run(build_app(args), name=name, route_prefix=prefix)
 
 
@@ -135,18 +177,23 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--size", type=int, default=160, help="Width of the uploads (4:3).")
+    parser.add_argument("--model", choices=["shapes", "resnet18"], default="shapes")
     return parser.parse_args()
 
 
 def report(results: list[Measurement], command: str) -> None:
     print(f"\ncommand: {command}")
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()}")
-    print("| target | round | req/s | p50 ms | p95 ms | errors | replicas | nodes |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| target | round | req/s | p50 ms | p95 ms | server CPU ms/req | client CPU ms/req "
+        "| errors | replicas | nodes |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(
             f"| {r.target} | {r.round} | {r.requests_per_s:.1f} | {r.p50_ms:.0f} | "
-            f"{r.p95_ms:.0f} | {r.errors} | {r.replicas} | {r.nodes} |"
+            f"{r.p95_ms:.0f} | {r.server_cpu_ms:.1f} | {r.client_cpu_ms:.1f} | {r.errors} | "
+            f"{r.replicas} | {r.nodes} |"
         )
     by_round: dict[int, dict[str, float]] = {}
     for r in results:
@@ -161,11 +208,13 @@ def report(results: list[Measurement], command: str) -> None:
         listed = ", ".join(f"{v:.2f}" for v in values)
         print(f"{name}: median {median:.2f} (rounds: {listed}); goal ≥ {GOALS[name]} {verdict}")
     for target in ("direct", "ray-1", "ray-2", "direct healthz", "ray-1 healthz"):
-        rates = [r.requests_per_s for r in results if r.target == target]
-        p95 = [r.p95_ms for r in results if r.target == target]
+        mine = [r for r in results if r.target == target]
         print(
-            f"{target}: median {statistics.median(rates):.1f} req/s, "
-            f"median p95 {statistics.median(p95):.0f} ms"
+            f"{target}: median {statistics.median(r.requests_per_s for r in mine):.1f} req/s, "
+            f"p50 {statistics.median(r.p50_ms for r in mine):.0f} ms, "
+            f"p95 {statistics.median(r.p95_ms for r in mine):.0f} ms, "
+            f"server CPU {statistics.median(r.server_cpu_ms for r in mine):.1f} ms/req, "
+            f"client CPU {statistics.median(r.client_cpu_ms for r in mine):.1f} ms/req"
         )
 
 
@@ -175,37 +224,51 @@ def main() -> None:
     images = [
         image_bytes(args.size, args.size * 3 // 4, seed=seed) for seed in range(DISTINCT_IMAGES)
     ]
-    models_dir = ROOT / "models"
-    results: list[Measurement] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="camserve-ray-bench-") as temp,
-        live_server(models_dir, Path(temp), SETTINGS) as direct,
-        local_ray(nodes=2, cpus_per_node=2, fast_autoscaling=False) as cluster,
-    ):
-        deploy(models_dir, "one", "/one", 1)
-        deploy(models_dir, "two", "/two", 2)
-        targets = {
-            "direct": (direct.url("/v1/cam"), images),
-            "ray-1": (cluster.url("/one/v1/cam"), images),
-            "ray-2": (cluster.url("/two/v1/cam"), images),
-            "direct healthz": (direct.url("/healthz"), []),
-            "ray-1 healthz": (cluster.url("/one/healthz"), []),
-        }
-        for round_ in range(1, args.rounds + 1):
-            for target, (url, bodies) in targets.items():
-                result = asyncio.run(
-                    measure(
-                        target,
-                        url,
-                        bodies,
-                        args.requests,
-                        concurrency=args.concurrency,
-                        round_=round_,
-                    )
-                )
-                print(result, flush=True)
-                results.append(result)
+    settings = {**SETTINGS, "models": args.model}
+    with tempfile.TemporaryDirectory(prefix="camserve-ray-bench-") as temp:
+        models_dir = models_folder(args.model, Path(temp))
+        with (
+            live_server(models_dir, Path(temp), settings) as direct,
+            local_ray(nodes=2, cpus_per_node=2, fast_autoscaling=False) as cluster,
+        ):
+            deploy(models_dir, settings, "one", "/one", 1)
+            deploy(models_dir, settings, "two", "/two", 2)
+            results = run_rounds(direct, cluster, images, args)
     report(results, command)
+
+
+def run_rounds(
+    direct: LiveServer, cluster: LocalRay, images: list[bytes], args: argparse.Namespace
+) -> list[Measurement]:
+    """Every target once per round, in the same order; the rounds one after the other."""
+
+    def camserve() -> set[int]:
+        return {direct.process.pid}
+
+    targets = {
+        "direct": (direct.url("/v1/cam"), images, camserve),
+        "ray-1": (cluster.url("/one/v1/cam"), images, ray_processes),
+        "ray-2": (cluster.url("/two/v1/cam"), images, ray_processes),
+        "direct healthz": (direct.url("/healthz"), [], camserve),
+        "ray-1 healthz": (cluster.url("/one/healthz"), [], ray_processes),
+    }
+    results: list[Measurement] = []
+    for round_ in range(1, args.rounds + 1):
+        for target, (url, bodies, servers) in targets.items():
+            result = asyncio.run(
+                measure(
+                    target,
+                    url,
+                    bodies,
+                    args.requests,
+                    concurrency=args.concurrency,
+                    round_=round_,
+                    servers=servers,
+                )
+            )
+            print(result, flush=True)
+            results.append(result)
+    return results
 
 
 if __name__ == "__main__":

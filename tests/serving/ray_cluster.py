@@ -22,7 +22,7 @@ from ray.cluster_utils import Cluster
 
 from tests.integration.live import free_port
 
-__all__ = ["LocalRay", "local_ray", "replica_counts"]
+__all__ = ["LocalRay", "cpu_seconds", "local_ray", "ray_processes", "replica_counts"]
 
 EXIT_TIMEOUT_S = 30.0
 
@@ -76,10 +76,10 @@ def local_ray(
             http_options={"host": "127.0.0.1", "port": port},
             logging_config={"enable_access_log": False},
         )
-        started = _descendants(os.getpid())
+        started = ray_processes()
         yield LocalRay(cluster, f"http://127.0.0.1:{port}")
     finally:
-        started |= _descendants(os.getpid())
+        started |= ray_processes()
         try:
             if ray.is_initialized():
                 serve.shutdown()
@@ -103,8 +103,26 @@ def replica_counts(app_name: str, deployment: str = "camserve") -> dict[str, int
     return {str(getattr(state, "value", state)): count for state, count in states.items()}
 
 
+def ray_processes() -> set[int]:
+    """Every living Ray process this process started (from /proc)."""
+    return _descendants(os.getpid())
+
+
+def cpu_seconds(pids: set[int]) -> float:
+    """CPU time (user + system, all threads) the living processes ``pids`` have used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks
+
+
 def _descendants(pid: int) -> set[int]:
-    """Every living Ray process below ``pid`` (from /proc)."""
+    """Every living Ray process below ``pid``."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
