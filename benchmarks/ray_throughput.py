@@ -20,7 +20,7 @@ To show what the path through Ray costs by itself, each round also sends ``GET /
 (no model, no image) at the same concurrency to ``direct`` and ``ray-1``.
 
 ``--model resnet18`` serves a random-weight ResNet-18 at 224 px instead of the demo model: about
-four times the work per request, for the same fixed cost of the path through Ray.
+five times the work per request, for the same fixed cost of the path through Ray.
 
 Usage::
 
@@ -113,14 +113,19 @@ async def measure(
         async def one(index: int, record: bool) -> None:
             async with limit:
                 started = time.perf_counter()
-                if images:
-                    answer = await client.post(
-                        url,
-                        content=images[index % len(images)],
-                        headers={"content-type": "image/png"},
-                    )
-                else:
-                    answer = await client.get(url)
+                try:
+                    if images:
+                        answer = await client.post(
+                            url,
+                            content=images[index % len(images)],
+                            headers={"content-type": "image/png"},
+                        )
+                    else:
+                        answer = await client.get(url)
+                except httpx.TransportError as error:
+                    print(f"{target}: {type(error).__name__} {error}", flush=True)
+                    statuses[0] += record
+                    return
                 elapsed = time.perf_counter() - started
             if record:
                 latencies.append(elapsed)
@@ -165,9 +170,17 @@ def models_folder(model: str, temp: Path) -> Path:
 
 
 def deploy(
-    models_dir: Path, settings: dict[str, object], name: str, prefix: str, replicas: int
+    models_dir: Path,
+    settings: dict[str, object],
+    name: str,
+    prefix: str,
+    replicas: int,
+    *,
+    max_ongoing: int | None,
 ) -> None:
     args = {"models_dir": str(models_dir), "replicas": replicas, "settings": settings}
+    if max_ongoing is not None:
+        args["max_ongoing_requests"] = max_ongoing
     serve.run(build_app(args), name=name, route_prefix=prefix)
 
 
@@ -178,6 +191,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--size", type=int, default=160, help="Width of the uploads (4:3).")
     parser.add_argument("--model", choices=["shapes", "resnet18"], default="shapes")
+    parser.add_argument(
+        "--max-ongoing", type=int, default=None, help="max_ongoing_requests per replica."
+    )
     return parser.parse_args()
 
 
@@ -231,8 +247,8 @@ def main() -> None:
             live_server(models_dir, Path(temp), settings) as direct,
             local_ray(nodes=2, cpus_per_node=2, fast_autoscaling=False) as cluster,
         ):
-            deploy(models_dir, settings, "one", "/one", 1)
-            deploy(models_dir, settings, "two", "/two", 2)
+            deploy(models_dir, settings, "one", "/one", 1, max_ongoing=args.max_ongoing)
+            deploy(models_dir, settings, "two", "/two", 2, max_ongoing=args.max_ongoing)
             results = run_rounds(direct, cluster, images, args)
     report(results, command)
 
