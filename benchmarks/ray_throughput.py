@@ -7,7 +7,7 @@ Three targets, all on 127.0.0.1 and all with one torch thread per camserve proce
 - ``ray-2``: the same application with two replicas, one on each node of a local two-node
   Ray cluster (checked from the ``X-Camserve-Node`` header).
 
-The two Ray applications run at once under their own route prefixes (``/one``, ``/two``) on a
+The Ray applications run at once under their own route prefixes (``/one``, ``/two``) on a
 cluster whose two nodes offer two logical CPUs each, so the targets can be measured in
 interleaved rounds without redeploying; an idle target costs only memory. Each measurement:
 a warm-up, then a fixed number of ``POST /v1/cam`` uploads of the demo model's input at
@@ -15,6 +15,9 @@ concurrency 32; req/s and p50/p95 latency, and the CPU time per request of the s
 (the camserve process; for Ray, every process of the cluster: raylets, GCS, controller,
 proxies, replicas) and of the load generator. The ratios (ray-1 / direct and ray-2 / ray-1) are
 taken per round and their medians reported. The load generator shares the machine.
+
+``--compare-max-ongoing N`` adds a third application, one replica limited to N ongoing
+requests (``ray-1 limit N``), measured in the same rounds.
 
 To show what the path through Ray costs by itself, each round also sends ``GET /healthz``
 (no model, no image) at the same concurrency to ``direct`` and ``ray-1``.
@@ -194,6 +197,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--max-ongoing", type=int, default=None, help="max_ongoing_requests per replica."
     )
+    parser.add_argument(
+        "--compare-max-ongoing",
+        type=int,
+        default=None,
+        help="Also measure one replica with this max_ongoing_requests ('ray-1 limit N').",
+    )
     return parser.parse_args()
 
 
@@ -223,7 +232,7 @@ def report(results: list[Measurement], command: str) -> None:
         verdict = "met" if median >= GOALS[name] else "NOT met"
         listed = ", ".join(f"{v:.2f}" for v in values)
         print(f"{name}: median {median:.2f} (rounds: {listed}); goal ≥ {GOALS[name]} {verdict}")
-    for target in ("direct", "ray-1", "ray-2", "direct healthz", "ray-1 healthz"):
+    for target in dict.fromkeys(r.target for r in results):
         mine = [r for r in results if r.target == target]
         print(
             f"{target}: median {statistics.median(r.requests_per_s for r in mine):.1f} req/s, "
@@ -249,6 +258,10 @@ def main() -> None:
         ):
             deploy(models_dir, settings, "one", "/one", 1, max_ongoing=args.max_ongoing)
             deploy(models_dir, settings, "two", "/two", 2, max_ongoing=args.max_ongoing)
+            if args.compare_max_ongoing:
+                deploy(
+                    models_dir, settings, "limit", "/limit", 1, max_ongoing=args.compare_max_ongoing
+                )
             results = run_rounds(direct, cluster, images, args)
     report(results, command)
 
@@ -265,6 +278,17 @@ def run_rounds(
         "direct": (direct.url("/v1/cam"), images, camserve),
         "ray-1": (cluster.url("/one/v1/cam"), images, ray_processes),
         "ray-2": (cluster.url("/two/v1/cam"), images, ray_processes),
+        **(
+            {
+                f"ray-1 limit {args.compare_max_ongoing}": (
+                    cluster.url("/limit/v1/cam"),
+                    images,
+                    ray_processes,
+                )
+            }
+            if args.compare_max_ongoing
+            else {}
+        ),
         "direct healthz": (direct.url("/healthz"), [], camserve),
         "ray-1 healthz": (cluster.url("/one/healthz"), [], ray_processes),
     }

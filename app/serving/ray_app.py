@@ -59,7 +59,7 @@ class RayAppArgs(BaseModel):
     num_cpus: float = Field(1.0, ge=0, description="CPUs reserved per replica.")
     num_gpus: float = Field(0.0, ge=0, description="GPUs per replica (1, or a fraction to share).")
     max_ongoing_requests: int | None = Field(
-        None, ge=1, description="Requests a replica holds at once; default: 2 × batch size."
+        None, ge=1, description="Requests a replica holds at once; default: its queue size."
     )
     max_queued_requests: int | None = Field(
         None, ge=1, description="Requests each proxy queues for the deployment (then 503)."
@@ -103,11 +103,13 @@ def _field_name(key: str) -> str:
 
 
 def deployment_options(args: RayAppArgs, settings: Settings) -> dict[str, Any]:
-    """Ray Serve options sized from camserve's settings: a replica holds two batches' worth of
-    requests (one computing, one filling), and autoscaling aims at one full batch per replica."""
+    """Ray Serve options sized from camserve's settings. A replica takes as many requests as its
+    camserve queue holds: they wait there in order and fill its batches, whereas requests Ray
+    holds back are retried with back-off, which costs CPU and tail latency. Autoscaling aims at
+    one full batch per replica."""
     batch = settings.max_batch_size
     options: dict[str, Any] = {
-        "max_ongoing_requests": args.max_ongoing_requests or 2 * batch,
+        "max_ongoing_requests": args.max_ongoing_requests or settings.queue_size,
         "max_queued_requests": args.max_queued_requests or settings.queue_size,
         "ray_actor_options": {"num_cpus": args.num_cpus, "num_gpus": args.num_gpus},
         "graceful_shutdown_timeout_s": settings.request_timeout_s + 5,

@@ -52,11 +52,16 @@ FAST_AUTOSCALING = {
 
 @contextmanager
 def local_ray(
-    nodes: int = 2, cpus_per_node: int = 1, *, fast_autoscaling: bool = True
+    nodes: int = 2,
+    cpus_per_node: int = 1,
+    *,
+    fast_autoscaling: bool = True,
+    request_timeout_s: float | None = None,
 ) -> Iterator[LocalRay]:
     """A head plus ``nodes - 1`` worker nodes, each offering ``cpus_per_node`` CPUs.
     ``fast_autoscaling`` makes Serve report load every half second instead of every 10 s
-    (for tests of autoscaling; benchmarks keep Ray's defaults)."""
+    (for tests of autoscaling; benchmarks keep Ray's defaults). ``request_timeout_s``: the
+    proxy's own limit per request (408 past it)."""
     environment = {**RAY_ENVIRONMENT, **(FAST_AUTOSCALING if fast_autoscaling else {})}
     saved = {key: os.environ.get(key) for key in environment}
     os.environ.update(environment)
@@ -73,7 +78,11 @@ def local_ray(
         port = free_port()
         # camserve logs every request itself: Ray's proxies need not log them again
         serve.start(
-            http_options={"host": "127.0.0.1", "port": port},
+            http_options={
+                "host": "127.0.0.1",
+                "port": port,
+                "request_timeout_s": request_timeout_s,
+            },
             logging_config={"enable_access_log": False},
         )
         started = ray_processes()

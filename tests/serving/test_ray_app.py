@@ -40,14 +40,17 @@ SETTINGS: dict[str, Any] = {
     "api_key": KEY,
     "max_upload_bytes": 1_000_000,
     "labelstudio_enabled": False,
+    "request_timeout_s": 10,
 }
+PROXY_TIMEOUT_S = 15.0
+"""The proxy ends what a replica never answers (one that died under it) with 408."""
 APP = "camserve"
 EXPLAIN = {"include": "raw_map", "top_k": 2}
 IMAGES = [image_bytes(96, 80, seed=seed) for seed in range(8)]
 TIMEOUT_S = 30.0
-ALLOWED_DURING_FAILOVER = {200, 500, 502, 503, 504}
-"""200, or what Ray's proxy answers for a request whose replica died under it (500), or for
-which no replica was free (503), or camserve's own 503/504."""
+ALLOWED_DURING_FAILOVER = {200, 408, 500, 503, 504}
+"""200, or what Ray's proxy answers for a request whose replica died under it (500, or 408 at
+its own timeout), or for which no replica was free (503), or camserve's own 503/504."""
 
 
 # ---------------------------------------------------------------- arguments (no cluster)
@@ -71,11 +74,11 @@ def test_arguments_take_camserve_settings_at_top_level_or_nested() -> None:
     }
 
 
-def test_options_are_sized_from_the_batch_size() -> None:
+def test_options_are_sized_from_the_settings() -> None:
     settings = load_settings(max_batch_size=4, queue_size=32, request_timeout_s=20)
     fixed = deployment_options(RayAppArgs(replicas=3, num_gpus=0.5), settings)
     assert fixed["num_replicas"] == 3
-    assert fixed["max_ongoing_requests"] == 8
+    assert fixed["max_ongoing_requests"] == 32  # what the replica's own queue holds
     assert fixed["max_queued_requests"] == 32
     assert fixed["ray_actor_options"] == {"num_cpus": 1.0, "num_gpus": 0.5}
     assert fixed["graceful_shutdown_timeout_s"] == 25
@@ -112,7 +115,7 @@ def test_the_serve_config_is_valid() -> None:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalRay]:
-    with local_ray(nodes=2, cpus_per_node=1) as running:
+    with local_ray(nodes=2, cpus_per_node=1, request_timeout_s=PROXY_TIMEOUT_S) as running:
         yield running
 
 
