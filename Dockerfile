@@ -4,6 +4,8 @@
 #   docker build -t camserve:cpu .                                  CPU-only torch wheels
 #   docker build -t camserve:cuda --build-arg VARIANT=cuda .        torch with its CUDA libraries
 #   docker build --build-arg FETCH_WEIGHTS=all -t camserve:cpu .    bake pretrained weights in
+#   docker build --build-arg VARIANT=cuda --build-arg EXTRAS=labelstudio,ray -t camserve:ray-cuda .
+#                                                 with Ray Serve, for deploy/kubernetes/rayservice.yaml
 #
 # FETCH_WEIGHTS: empty (default: mount or fill the cache at run time), "all" (every model in
 # models/ that uses torchvision weights), or names as for `camserve fetch-weights`, e.g.
@@ -22,6 +24,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # --- dependencies: only pyproject.toml and the pins, so code changes keep this layer cached ----
 FROM base AS dependencies
 ARG VARIANT=cpu
+ARG EXTRAS=labelstudio
 ARG TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
 WORKDIR /build
 COPY pyproject.toml constraints.txt README.md ./
@@ -33,7 +36,7 @@ RUN python -m venv "$VIRTUAL_ENV" \
        elif [ "$VARIANT" != "cuda" ]; then \
          echo "VARIANT must be cpu or cuda, not '$VARIANT'" >&2; exit 1; \
        fi \
-    && pip install -c constraints.txt ".[labelstudio]" \
+    && pip install -c constraints.txt ".[${EXTRAS}]" \
     && pip uninstall --yes camserve
 
 # --- the application --------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from app import __version__
-from app.api import explain_routes, labelstudio_routes, model_routes, ops_routes
+from app.api import explain_routes, kserve_routes, labelstudio_routes, model_routes, ops_routes
 from app.api.auth import require_api_key
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
@@ -94,6 +94,7 @@ def create_app(
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
     v1.include_router(explain_routes.router)
     v1.include_router(model_routes.router)
+    v1.include_router(kserve_routes.router)
     app.include_router(v1)
     if settings.labelstudio_enabled:
         app.include_router(labelstudio_routes.router)

@@ -1,9 +1,16 @@
-"""Prometheus metrics, on a registry of their own (one per app, so tests can run several)."""
+"""Prometheus metrics, on a registry of their own (one per app, so tests can run several).
+
+Labels every sample of the app shares (a Ray Serve replica's id) are added when rendering.
+"""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterable
+
 import torch
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
 
 __all__ = ["Metrics"]
 
@@ -17,6 +24,8 @@ class Metrics:
     def __init__(self, device: torch.device | None = None) -> None:
         self.registry = CollectorRegistry()
         self._device = device
+        self.shared_labels: dict[str, str] = {}
+        """Added to every sample when rendering, e.g. ``{"replica": ...}`` in a Ray replica."""
         self.requests = Counter(
             "camserve_requests",
             "HTTP requests by route and status code.",
@@ -59,4 +68,23 @@ class Metrics:
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
-        return generate_latest(self.registry)
+        if not self.shared_labels:
+            return generate_latest(self.registry)
+        return generate_latest(_Relabelled(self.registry, self.shared_labels))
+
+
+class _Relabelled:
+    """A view of a registry whose samples all carry some extra labels."""
+
+    def __init__(self, registry: CollectorRegistry, labels: dict[str, str]) -> None:
+        self._registry = registry
+        self._labels = labels
+
+    def collect(self) -> Iterable[Metric]:
+        for family in self._registry.collect():
+            relabelled = copy.copy(family)
+            relabelled.samples = [
+                sample._replace(labels={**sample.labels, **self._labels})
+                for sample in family.samples
+            ]
+            yield relabelled

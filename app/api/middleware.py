@@ -74,6 +74,18 @@ def _request_id(scope: Scope) -> str:
 
 
 def _route_template(scope: Scope) -> str:
-    """The path of a matched route (camserve's routes have no path parameters), so the metric
-    labels stay a small, fixed set; anything else is "unmatched"."""
-    return str(scope["path"]) if scope.get("route") is not None else "unmatched"
+    """The template of a matched route (``/v1/models/{name}:predict``, not the model's name), so
+    the metric labels stay a small, fixed set; anything else is "unmatched"."""
+    route = scope.get("route")
+    if route is None:
+        return "unmatched"
+    path = str(scope["path"])
+    template = getattr(route, "path", None)
+    parameters: dict[str, object] = scope.get("path_params") or {}
+    if not parameters or not isinstance(template, str):
+        return path
+    rendered = template
+    for name, value in parameters.items():
+        rendered = rendered.replace("{" + name + "}", str(value))
+    # the route may sit under a router prefix: keep the prefix, put the template back after it
+    return path.removesuffix(rendered) + template if path.endswith(rendered) else template

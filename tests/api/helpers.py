@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import time
 from collections.abc import Iterator
@@ -104,3 +105,35 @@ def worker_hook_count(app: FastAPI) -> int:
     engines = app.state.service.worker._engines
     assert engines, "the worker owns no engines"
     return sum(count_hooks(engine.model) for engine in engines.values())
+
+
+NUMERIC_KEYS = frozenset({"probability", "raw_map", "heatmap", "overlay", "score"})
+
+
+def assert_same_explain_body(got: dict[str, Any], want: dict[str, Any], tol: float = 1e-4) -> None:
+    """Two ``/v1/explain`` bodies agree: same model, classes, labels and sizes; probabilities and
+    raw maps within ``tol``; heatmaps within one gray level. Timings are ignored."""
+    assert {
+        k: v for k, v in got.items() if k not in {"timings", "predictions", "explanations"}
+    } == {k: v for k, v in want.items() if k not in {"timings", "predictions", "explanations"}}
+    assert [(p["index"], p["label"]) for p in got["predictions"]] == [
+        (p["index"], p["label"]) for p in want["predictions"]
+    ]
+    np.testing.assert_allclose(
+        [p["probability"] for p in got["predictions"]],
+        [p["probability"] for p in want["predictions"]],
+        atol=tol,
+    )
+    assert len(got["explanations"]) == len(want["explanations"])
+    for mine, theirs in zip(got["explanations"], want["explanations"], strict=True):
+        assert {k: v for k, v in mine.items() if k not in NUMERIC_KEYS} == {
+            k: v for k, v in theirs.items() if k not in NUMERIC_KEYS
+        }
+        assert abs(mine["probability"] - theirs["probability"]) <= tol
+        if theirs.get("raw_map") is not None:
+            np.testing.assert_allclose(mine["raw_map"], theirs["raw_map"], atol=tol)
+        heat_diff = np.abs(
+            pixels(base64.b64decode(mine["heatmap"])).astype(int)
+            - pixels(base64.b64decode(theirs["heatmap"])).astype(int)
+        )
+        assert heat_diff.max() <= 1

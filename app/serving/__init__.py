@@ -1,0 +1,1 @@
+"""Ways to run the service beyond one process: a Ray Serve application."""

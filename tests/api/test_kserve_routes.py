@@ -1,0 +1,174 @@
+"""KServe V1 routes: readiness, ``:predict`` and ``:explain`` against ``/v1/explain``."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.api.helpers import (
+    assert_error,
+    assert_same_explain_body,
+    make_settings,
+    post_image,
+    serving,
+)
+from tests.support import image_bytes
+
+IMAGES = [image_bytes(80, 60, seed=1), image_bytes(50, 70, seed=2)]
+PARAMS = {"method": "gradcam,layercam", "top_k": 2}
+
+
+@pytest.fixture(scope="module")
+def client(models_dir: Path) -> Iterator[TestClient]:
+    with serving(make_settings(models_dir, max_upload_bytes=200_000, queue_size=8)) as client:
+        yield client
+
+
+def instances(*images: bytes) -> dict[str, Any]:
+    return {"instances": [{"image": {"b64": base64.b64encode(data).decode()}} for data in images]}
+
+
+def v1_explain(client: TestClient, data: bytes) -> dict[str, Any]:
+    response = post_image(client, "/v1/explain", data, params={"model": "tiny", **PARAMS})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_readiness_names_the_model(client: TestClient) -> None:
+    response = client.get("/v1/models/tiny")
+    assert response.status_code == 200
+    assert response.json() == {"name": "tiny", "ready": True}
+
+
+def test_readiness_of_an_unknown_model_is_404(client: TestClient) -> None:
+    assert_error(client.get("/v1/models/nope"), 404, "unknown_model")
+
+
+def test_camserve_model_list_keeps_its_own_format(client: TestClient) -> None:
+    body = client.get("/v1/models").json()
+    assert {model["name"] for model in body["models"]} == {"tiny", "mini"}
+    assert "failed" in body
+
+
+def test_explain_gives_the_same_classes_and_maps_as_v1_explain(client: TestClient) -> None:
+    response = client.post("/v1/models/tiny:explain", params=PARAMS, json=instances(*IMAGES))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == {"predictions", "explanations"}
+    expected = [v1_explain(client, data) for data in IMAGES]
+    assert len(body["explanations"]) == 2
+    for got, want in zip(body["explanations"], expected, strict=True):
+        assert_same_explain_body(got, want, tol=1e-6)
+        assert got["explanations"][0]["overlay"] == want["explanations"][0]["overlay"]
+    assert body["predictions"] == [entry["predictions"] for entry in body["explanations"]]
+    assert [len(entry) for entry in body["predictions"]] == [5, 5]  # the top 5 classes
+    assert [e["width"] for e in body["explanations"]] == [80, 50]
+    assert len(body["explanations"][0]["explanations"]) == 4  # 2 methods x top 2
+
+
+def test_predict_gives_the_same_predictions_as_v1_explain(client: TestClient) -> None:
+    response = client.post("/v1/models/tiny:predict", json=instances(*IMAGES))
+    assert response.status_code == 200, response.text
+    expected = [v1_explain(client, data)["predictions"] for data in IMAGES]
+    got = response.json()
+    assert set(got) == {"predictions"}
+    for predictions, want in zip(got["predictions"], expected, strict=True):
+        assert [p["index"] for p in predictions] == [p["index"] for p in want]
+        np.testing.assert_allclose(
+            [p["probability"] for p in predictions], [p["probability"] for p in want], atol=1e-6
+        )
+    probabilities = [p["probability"] for p in expected[0]]
+    assert probabilities == sorted(probabilities, reverse=True)
+    assert all(0 < p < 1 for p in probabilities)
+
+
+def test_the_path_names_the_model(client: TestClient) -> None:
+    mini = client.post("/v1/models/mini:predict", json=instances(IMAGES[0])).json()
+    all_five = [p["probability"] for p in mini["predictions"][0]]  # mini has five classes
+    assert len(all_five) == 5
+    assert sum(all_five) == pytest.approx(1.0, abs=1e-5)
+    assert_error(client.post("/v1/models/nope:predict", json=instances(IMAGES[0])), 404)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"instances": []},
+        {"instances": "image"},
+        {"instances": [{"b64": "AAAA"}]},
+        {"instances": [{"image": "AAAA"}]},
+        {"instances": [{"image": {"b64": 3}}]},
+        {"instances": [{"image": {"b64": "AAAA", "extra": 1}}]},
+        {"inputs": []},
+    ],
+)
+def test_malformed_instances_get_422(client: TestClient, body: dict[str, Any]) -> None:
+    message = assert_error(
+        client.post("/v1/models/tiny:explain", json=body), 422, "invalid_parameter"
+    )
+    assert "body" in message
+
+
+def test_invalid_json_gets_422(client: TestClient) -> None:
+    response = client.post(
+        "/v1/models/tiny:predict",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
+    assert "invalid JSON" in assert_error(response, 422, "invalid_parameter")
+
+
+def test_more_instances_than_the_queue_holds_get_422(client: TestClient) -> None:
+    body = instances(*[IMAGES[0]] * 9)
+    message = assert_error(client.post("/v1/models/tiny:predict", json=body), 422)
+    assert "at most 8 instances" in message
+
+
+def test_bad_base64_and_bad_images_get_400(client: TestClient) -> None:
+    bad_b64 = {"instances": [{"image": {"b64": "not base64!"}}]}
+    assert "base64" in assert_error(client.post("/v1/models/tiny:predict", json=bad_b64), 400)
+    response = client.post("/v1/models/tiny:predict", json=instances(IMAGES[0], b"not an image"))
+    assert_error(response, 400)
+
+
+def test_oversized_images_and_bodies_get_413(client: TestClient) -> None:
+    big = image_bytes(400, 400, seed=3)
+    assert len(big) > 200_000
+    assert_error(client.post("/v1/models/tiny:predict", json=instances(big)), 413)
+    huge = {"instances": [{"image": {"b64": "A" * 400_000}}]}
+    assert_error(client.post("/v1/models/tiny:predict", json=huge), 413)
+
+
+def test_other_content_types_get_415(client: TestClient) -> None:
+    response = post_image(client, "/v1/models/tiny:predict", IMAGES[0])
+    assert_error(response, 415)
+
+
+def test_invalid_parameters_get_422_like_v1_explain(client: TestClient) -> None:
+    response = client.post(
+        "/v1/models/tiny:explain", params={"method": "nope"}, json=instances(IMAGES[0])
+    )
+    assert_error(response, 422)
+
+
+def test_metrics_label_the_route_template_not_the_model(client: TestClient) -> None:
+    client.post("/v1/models/tiny:predict", json=instances(IMAGES[0]))
+    text = client.get("/metrics").text
+    assert 'route="/v1/models/{name}:predict"' in text
+    assert "/v1/models/tiny:predict" not in text
+
+
+def test_an_api_key_guards_the_kserve_routes(models_dir: Path) -> None:
+    with serving(make_settings(models_dir, api_key="sesame")) as keyed:
+        assert_error(keyed.get("/v1/models/tiny"), 401)
+        assert_error(keyed.post("/v1/models/tiny:predict", json=instances(IMAGES[0])), 401)
+        ok = keyed.get("/v1/models/tiny", headers={"Authorization": "Bearer sesame"})
+        assert ok.json() == {"name": "tiny", "ready": True}

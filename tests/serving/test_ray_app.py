@@ -1,0 +1,355 @@
+"""camserve on Ray Serve: a real two-node Ray cluster on 127.0.0.1, against ``camserve serve``.
+
+One cluster serves the whole module (starting it takes most of the time). The demo model
+(``models/shapes.toml``) runs with one torch thread per replica, one replica per node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import ray
+import yaml
+from ray import serve
+from ray.serve.schema import ServeDeploySchema
+
+from app.config import load_settings
+from app.serving.ray_app import RayAppArgs, build_app, deployment_options
+from tests.api.helpers import assert_same_explain_body
+from tests.integration.live import LiveServer, live_server
+from tests.serving.ray_cluster import LocalRay, local_ray, replica_counts
+from tests.support import image_bytes
+
+REPO = Path(__file__).resolve().parents[2]
+MODELS_DIR = REPO / "models"
+KEY = "sesame"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+SETTINGS: dict[str, Any] = {
+    "models": "shapes",
+    "torch_threads": 1,
+    "codec_threads": 1,
+    "log_level": "warning",
+    "api_key": KEY,
+    "max_upload_bytes": 1_000_000,
+    "labelstudio_enabled": False,
+    "request_timeout_s": 10,
+}
+PROXY_TIMEOUT_S = 15.0
+"""The proxy ends what a replica never answers (one that died under it) with 408."""
+APP = "camserve"
+EXPLAIN = {"include": "raw_map", "top_k": 2}
+IMAGES = [image_bytes(96, 80, seed=seed) for seed in range(8)]
+TIMEOUT_S = 30.0
+ALLOWED_DURING_FAILOVER = {200, 408, 500, 503, 504}
+"""200, or what Ray's proxy answers for a request whose replica died under it (500, or 408 at
+its own timeout), or for which no replica was free (503), or camserve's own 503/504."""
+
+
+# ---------------------------------------------------------------- arguments (no cluster)
+
+
+def test_arguments_take_camserve_settings_at_top_level_or_nested() -> None:
+    args = RayAppArgs.model_validate(
+        {
+            "models_dir": "/models",
+            "replicas": "2",
+            "CAMSERVE_MAX_BATCH_SIZE": "4",
+            "settings": {"CAMSERVE_DEVICE": "cpu", "queue_size": 16},
+        }
+    )
+    assert args.replicas == 2
+    assert args.setting_values() == {
+        "max_batch_size": "4",
+        "device": "cpu",
+        "queue_size": 16,
+        "models_dir": "/models",
+    }
+
+
+def test_options_are_sized_from_the_settings() -> None:
+    settings = load_settings(max_batch_size=4, queue_size=32, request_timeout_s=20)
+    fixed = deployment_options(RayAppArgs(replicas=3, num_gpus=0.5), settings)
+    assert fixed["num_replicas"] == 3
+    assert fixed["max_ongoing_requests"] == 32  # what the replica's own queue holds
+    assert fixed["max_queued_requests"] == 32
+    assert fixed["ray_actor_options"] == {"num_cpus": 1.0, "num_gpus": 0.5}
+    assert fixed["graceful_shutdown_timeout_s"] == 25
+    scaled = deployment_options(RayAppArgs(min_replicas=1, max_replicas=4), settings)
+    assert "num_replicas" not in scaled
+    assert scaled["autoscaling_config"]["target_ongoing_requests"] == 4
+    assert (
+        scaled["autoscaling_config"]["min_replicas"],
+        scaled["autoscaling_config"]["max_replicas"],
+    ) == (1, 4)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [{"min_replicas": 3, "max_replicas": 2}, {"min_replicas": 1}, {"replica": 2}, {"replicas": 0}],
+)
+def test_inconsistent_arguments_are_refused(raw: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="replica"):
+        RayAppArgs.model_validate(raw)
+
+
+def test_the_serve_config_is_valid() -> None:
+    config = yaml.safe_load((REPO / "deploy/ray/serve.yaml").read_text())
+    ServeDeploySchema.model_validate(config)  # Ray's own schema of `serve deploy` files
+    (application,) = config["applications"]
+    assert application["import_path"] == "app.serving.ray_app:build_app"
+    args = RayAppArgs.model_validate(application["args"])
+    assert (args.num_gpus, args.min_replicas, args.max_replicas) == (1, 1, 4)
+    assert args.setting_values()["models"] == "shapes"
+
+
+# ---------------------------------------------------------------- the cluster
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalRay]:
+    with local_ray(nodes=2, cpus_per_node=1, request_timeout_s=PROXY_TIMEOUT_S) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def direct(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The peer: one ``camserve serve`` with the same settings."""
+    with live_server(MODELS_DIR, tmp_path_factory.mktemp("direct"), SETTINGS) as server:
+        yield server
+
+
+def deploy(**args: Any) -> None:
+    """(Re)deploy the application and wait until every replica runs."""
+    serve.run(
+        build_app({"models_dir": str(MODELS_DIR), "settings": SETTINGS, **args}),
+        name=APP,
+        route_prefix="/",
+    )
+
+
+@pytest.fixture(scope="module")
+def two_replicas(cluster: LocalRay) -> LocalRay:
+    deploy(replicas=2)
+    return cluster
+
+
+def post_explain(client: httpx.Client, base: str, data: bytes, **params: Any) -> httpx.Response:
+    return client.post(
+        base + "/v1/explain",
+        content=data,
+        params={**EXPLAIN, **params},
+        headers={"content-type": "image/png", **AUTH},
+    )
+
+
+async def explain_concurrently(
+    base: str, images: list[bytes], concurrency: int
+) -> list[httpx.Response]:
+    limit = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
+
+        async def one(data: bytes) -> httpx.Response:
+            async with limit:
+                return await client.post(
+                    base + "/v1/explain",
+                    content=data,
+                    params=EXPLAIN,
+                    headers={"content-type": "image/png", **AUTH},
+                )
+
+        return list(await asyncio.gather(*(one(data) for data in images)))
+
+
+def test_replicas_are_ready_when_routed_to(two_replicas: LocalRay) -> None:
+    """The lifespan ran in each replica: its worker loaded and warmed the model before Ray
+    routed anything to it, so the very first requests find it ready."""
+    assert replica_counts(APP) == {"RUNNING": 2}
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        answers = [client.get(two_replicas.url("/readyz")) for _ in range(12)]
+    assert {a.status_code for a in answers} == {200}
+    assert {a.json()["models"]["shapes"] for a in answers} == {"ready"}
+    assert all(a.headers["X-Camserve-Replica"] for a in answers)
+
+
+def test_two_replicas_on_two_nodes_give_the_maps_of_camserve_serve(
+    two_replicas: LocalRay, direct: LiveServer
+) -> None:
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        expected = [post_explain(client, direct.base_url, data).json() for data in IMAGES]
+    replicas: Counter[str] = Counter()
+    nodes: set[str] = set()
+    for _round in range(3):  # Ray picks replicas by their load: a few rounds see both
+        answers = asyncio.run(explain_concurrently(two_replicas.base_url, IMAGES * 2, 8))
+        for answer, want in zip(answers, expected * 2, strict=True):
+            assert answer.status_code == 200, answer.text
+            assert_same_explain_body(answer.json(), want, tol=1e-4)
+            replicas[answer.headers["X-Camserve-Replica"]] += 1
+            nodes.add(answer.headers["X-Camserve-Node"])
+        if len(replicas) == 2 and len(nodes) == 2:
+            break
+    assert len(replicas) == 2, replicas
+    assert len(nodes) == 2, nodes
+    assert nodes == {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+
+
+def test_each_replica_labels_its_metrics(two_replicas: LocalRay) -> None:
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        for _ in range(6):
+            answer = client.get(two_replicas.url("/metrics"))
+            replica = answer.headers["X-Camserve-Replica"]
+            samples = [line for line in answer.text.splitlines() if line.startswith("camserve_")]
+            assert samples
+            assert all(f'replica="{replica}"' in line for line in samples)
+
+
+def error_cases() -> list[tuple[str, dict[str, Any]]]:
+    png = {"content-type": "image/png", **AUTH}
+    return [
+        ("bad image", {"content": b"not an image", "headers": png}),
+        ("unknown model", {"content": IMAGES[0], "headers": png, "params": {"model": "nope"}}),
+        ("oversized upload", {"content": b"\0" * 1_500_000, "headers": png}),
+        ("missing API key", {"content": IMAGES[0], "headers": {"content-type": "image/png"}}),
+        ("invalid parameter", {"content": IMAGES[0], "headers": png, "params": {"top_k": 0}}),
+    ]
+
+
+@pytest.mark.parametrize(("case", "request_args"), error_cases(), ids=[c for c, _ in error_cases()])
+def test_errors_are_the_same_through_ray(
+    two_replicas: LocalRay, direct: LiveServer, case: str, request_args: dict[str, Any]
+) -> None:
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        mine = client.post(two_replicas.url("/v1/explain"), **request_args)
+        theirs = client.post(direct.url("/v1/explain"), **request_args)
+    assert mine.status_code == theirs.status_code >= 400, case
+    assert mine.headers["content-type"] == theirs.headers["content-type"] == "application/json"
+    assert mine.json() == theirs.json()
+    assert "X-Camserve-Replica" in mine.headers
+
+
+def test_kserve_explain_through_ray(two_replicas: LocalRay, direct: LiveServer) -> None:
+    body = {"instances": [{"image": {"b64": base64.b64encode(d).decode()}} for d in IMAGES[:2]]}
+    with httpx.Client(timeout=TIMEOUT_S, headers=AUTH) as client:
+        mine = client.post(two_replicas.url("/v1/models/shapes:explain"), params=EXPLAIN, json=body)
+        theirs = client.post(direct.url("/v1/models/shapes:explain"), params=EXPLAIN, json=body)
+        ready = client.get(two_replicas.url("/v1/models/shapes"))
+    assert mine.status_code == theirs.status_code == 200, mine.text
+    for got, want in zip(mine.json()["explanations"], theirs.json()["explanations"], strict=True):
+        assert_same_explain_body(got, want, tol=1e-4)
+    assert ready.json() == {"name": "shapes", "ready": True}
+
+
+# ---------------------------------------------------------------- failover and autoscaling
+
+
+def kill_replica(replica_id: str) -> None:
+    """Kill a replica's actor the hard way, as a crash or a lost node would."""
+    (name,) = [
+        actor["name"]
+        for actor in ray.util.list_named_actors(all_namespaces=True)
+        if replica_id in actor["name"]
+    ]
+    ray.kill(ray.get_actor(name, namespace="serve"), no_restart=True)
+
+
+async def load_with_a_kill(
+    base: str, total: int, concurrency: int, kill_after: int
+) -> Counter[int]:
+    """``total`` requests; after ``kill_after`` of them answered 200, one replica is killed."""
+    statuses: Counter[int] = Counter()
+    limit = asyncio.Semaphore(concurrency)
+    killed = asyncio.Event()
+
+    async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
+
+        async def one(index: int) -> None:
+            async with limit:
+                answer = await client.post(
+                    base + "/v1/explain",
+                    content=IMAGES[index % len(IMAGES)],
+                    headers={"content-type": "image/png", **AUTH},
+                )
+            statuses[answer.status_code] += 1
+            if statuses[200] >= kill_after and not killed.is_set():
+                killed.set()
+                await asyncio.to_thread(kill_replica, answer.headers["X-Camserve-Replica"])
+
+        started = time.monotonic()
+        await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(total))), 6 * TIMEOUT_S)
+        assert killed.is_set()
+        statuses[-1] = round(time.monotonic() - started)  # seconds, for the report
+    return statuses
+
+
+def wait_for_replicas(running: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while replica_counts(APP) != {"RUNNING": running}:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"replicas {replica_counts(APP)}, wanted {running} running")
+        time.sleep(0.25)
+
+
+def test_a_killed_replica_is_replaced_and_requests_end_well(
+    two_replicas: LocalRay, record_property: Any
+) -> None:
+    statuses = asyncio.run(load_with_a_kill(two_replicas.base_url, 200, 8, kill_after=40))
+    seconds = statuses.pop(-1)
+    counts = dict(sorted(statuses.items()))
+    print(f"failover: {counts} in {seconds} s")  # the counts the test saw, for the log
+    record_property("failover_statuses", counts)
+    assert sum(statuses.values()) == 200
+    assert set(statuses) <= ALLOWED_DURING_FAILOVER, counts
+    assert statuses[200] >= 150, counts
+    wait_for_replicas(2, 90)
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        after = [post_explain(client, two_replicas.base_url, IMAGES[i % 8]) for i in range(16)]
+    assert [a.status_code for a in after] == [200] * 16
+
+
+def test_autoscaling_adds_a_replica_under_load_and_removes_it_when_idle(
+    cluster: LocalRay, record_property: Any
+) -> None:
+    deploy(
+        min_replicas=1,
+        max_replicas=2,
+        target_ongoing_requests=2,
+        upscale_delay_s=0.5,
+        downscale_delay_s=3,
+        look_back_period_s=11,
+    )
+    wait_for_replicas(1, 90)
+
+    async def load_until_scaled(deadline_s: float) -> tuple[int, set[str]]:
+        seen: set[str] = set()
+        sent = 0
+        started = time.monotonic()
+        async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
+
+            async def worker() -> None:
+                nonlocal sent
+                while time.monotonic() - started < deadline_s and len(seen) < 2:
+                    answer = await client.post(
+                        cluster.url("/v1/explain"),
+                        content=IMAGES[sent % len(IMAGES)],
+                        headers={"content-type": "image/png", **AUTH},
+                    )
+                    sent += 1
+                    assert answer.status_code == 200, answer.text
+                    seen.add(answer.headers["X-Camserve-Replica"])
+
+            await asyncio.gather(*(worker() for _ in range(8)))
+        return sent, seen
+
+    sent, seen = asyncio.run(load_until_scaled(90))
+    record_property("autoscaling_requests_until_two_replicas", sent)
+    assert len(seen) == 2, f"one replica only after {sent} requests"
+    started = time.monotonic()
+    wait_for_replicas(1, 60)
+    record_property("autoscaling_seconds_to_scale_down", round(time.monotonic() - started, 1))
