@@ -30,6 +30,7 @@ from torch import Tensor
 from app.engine.engine import BatchExplanation, CamEngine
 from app.engine.errors import (
     DeadlineExceededError,
+    MethodNotApplicableError,
     QueueFullError,
     ShuttingDownError,
     UnknownModelError,
@@ -318,10 +319,13 @@ class BatchingWorker:
         self._metrics.batch_size.observe(len(live))
         self._metrics.record_device_memory()
         for job, result in zip(live, results, strict=True):
+            if isinstance(result, BaseException):
+                job.resolve(result)
+                continue
             self._metrics.queue_wait.observe(result.queue_wait_s)
             job.resolve(result)
 
-    def _compute(self, jobs: list[Job], started: float) -> list[JobResult]:
+    def _compute(self, jobs: list[Job], started: float) -> list[JobResult | BaseException]:
         key = jobs[0].key
         engine = self._engines.get(key.model)
         if engine is None:
@@ -348,8 +352,9 @@ def _abandon_if_unwanted(jobs: Sequence[Job]) -> None:
 
 def _results(
     explained: BatchExplanation, jobs: list[Job], started: float, ranks: int
-) -> list[JobResult]:
-    """Each job's own methods, moved to the CPU once per (layer, method)."""
+) -> list[JobResult | BaseException]:
+    """Each job's own methods, moved to the CPU once per (layer, method); a job that asked for
+    a (layer, method) the method refused gets that refusal instead."""
     results = explained.results
     predictions = results.probabilities.topk(
         min(max(PREDICTIONS, ranks), results.logits.shape[1]), dim=1
@@ -363,7 +368,8 @@ def _results(
     }
     compute_s = time.monotonic() - started
     return [
-        JobResult(
+        _refusal(results.refusals, job)
+        or JobResult(
             targets=targets[i].tolist(),
             target_probabilities=target_probabilities[i].tolist(),
             predictions=list(zip(top_indices[i].tolist(), top_values[i].tolist(), strict=True)),
@@ -378,6 +384,13 @@ def _results(
         )
         for i, job in enumerate(jobs)
     ]
+
+
+def _refusal(
+    refusals: dict[tuple[str, str], MethodNotApplicableError], job: Job
+) -> MethodNotApplicableError | None:
+    wanted = (refusals.get((layer, method)) for layer in job.key.layers for method in job.methods)
+    return next((refusal for refusal in wanted if refusal is not None), None)
 
 
 _CpuMaps = tuple[list[NDArray[np.uint8]], list[NDArray[np.uint8]], NDArray[np.float32]]

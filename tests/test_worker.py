@@ -514,14 +514,14 @@ def test_failing_batch_fails_every_job_and_the_worker_serves_the_next() -> None:
             good = [make_job(), make_job()]
             worker.submit(good)
             served = await results(good)
-            assert batch_metric(metrics, "sum") == 2  # failed batches are not observed
+            assert batch_metric(metrics, "sum") == 3 + 2  # the refusing batch did run
             return failed, served
         finally:
             await stop(worker)
 
     failed, served = run(scenario())
     assert all(isinstance(error, MethodNotApplicableError) for error in failed)
-    assert failed[0] is failed[1] is failed[2]  # one batch, one error, every job
+    assert failed[0] is failed[1] is failed[2]  # one batch, one refusal, every job asking
     assert [answer.batch_size for answer in served] == [2, 2]
     assert count_hooks(engine.model) == 0
 

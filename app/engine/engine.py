@@ -98,8 +98,13 @@ class CamResults:
     targets: Tensor
     maps: dict[tuple[str, str], CamMaps]
     """Keyed by (layer, method), in the order layers × methods were asked for."""
+    refusals: dict[tuple[str, str], MethodNotApplicableError] = field(default_factory=dict)
+    """The (layer, method) pairs the method refused (CAM on a layer without a GAP head); the
+    other pairs of the same pass are unaffected."""
 
     def __getitem__(self, key: tuple[str, str]) -> CamMaps:
+        if key in self.refusals:
+            raise self.refusals[key]
         return self.maps[key]
 
     @cached_property
@@ -264,20 +269,25 @@ class CamEngine:
         layer_names = list(dict.fromkeys(layers or [self.layer]))
         captured = self._capture(self._model_input(inputs), specs, layer_names, targets, top_k)
         checkpoint()
-        maps: dict[tuple[str, str], CamMaps] = {}
+        results = CamResults(captured.logits, captured.targets, {})
         for layer_name in layer_names:
             context = self._context(captured, layer_name, checkpoint)
             for spec in specs:
-                maps[(layer_name, spec.name)] = CamMaps(
+                try:
+                    raw = spec.compute(context).contiguous()
+                except MethodNotApplicableError as refusal:
+                    results.refusals[(layer_name, spec.name)] = refusal
+                    continue
+                results.maps[(layer_name, spec.name)] = CamMaps(
                     spec.name,
                     layer_name,
-                    spec.compute(context).contiguous(),
+                    raw,
                     captured.logits,
                     captured.targets,
                     class_agnostic=spec.class_agnostic,
                 )
                 checkpoint()
-        return CamResults(captured.logits, captured.targets, maps)
+        return results
 
     def compute(
         self,
@@ -292,7 +302,7 @@ class CamEngine:
         is repeated for each of the K targets, so ``raw_maps`` is always (B, K, h, w)."""
         layer_name = layer or self.layer
         results = self.compute_all(inputs, [method], targets, top_k=top_k, layers=[layer_name])
-        (cams,) = results.maps.values()
+        cams = results[(layer_name, get_method(method).name)]
         if not cams.class_agnostic:
             return cams
         ranks = cams.targets.shape[1]
@@ -352,7 +362,8 @@ class CamEngine:
             layers=[layer_name],
             options=[RenderOptions(alpha, colormap)] * len(originals),
         )
-        ((key, cams),) = explained.results.maps.items()
+        key = (layer_name, get_method(method).name)
+        cams = explained.results[key]
         images_out = explained.rendered[key]
         if cams.class_agnostic:
             ranks = cams.targets.shape[1]
