@@ -1,8 +1,9 @@
 """What one explanation request goes through, between the routes and the worker.
 
-Validate the parameters against the served model (cheap, before any byte of the image is
-read), decode the upload in the codec thread pool, queue one job per method, and wait for the
-results until the deadline or until the client goes away.
+Validate the parameters against the served model once (cheap, before any byte of the image is
+read; the engine trusts the canonical values), decode the upload in the codec thread pool, queue
+one job for all the request's methods and layers, and wait for its result until the deadline or
+until the client goes away.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from app.engine.errors import (
 )
 from app.engine.imaging import DecodedImage, decode_image, encode_image
 from app.engine.methods import get_method
+from app.engine.render import validate_alpha
 from app.hub import ModelHub, ServedModel
 from app.metrics import Metrics
-from app.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions
+from app.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions, Reservation
 
 __all__ = ["ClientDisconnectedError", "ExplainRequest", "Outcome", "Service", "ValidRequest"]
 
@@ -47,6 +49,7 @@ class ExplainRequest:
     model: str | None = None
     methods: tuple[str, ...] = ("gradcam",)
     layer: str | None = None
+    """One layer, or several separated by commas; default: the model's layer."""
     target: str | None = None
     top_k: int = 1
     alpha: float = 0.5
@@ -55,23 +58,23 @@ class ExplainRequest:
 
 @dataclass(frozen=True)
 class ValidRequest:
-    """A request whose parameters fit the served model."""
+    """A request's parameters in canonical form, checked against the served model."""
 
     model: ServedModel
     methods: tuple[str, ...]
-    layer: str
+    layers: tuple[str, ...]
     target: int | None
-    request: ExplainRequest
+    top_k: int
+    render: RenderOptions
 
 
 @dataclass(frozen=True)
 class Outcome:
     model: ServedModel
-    layer: str
-    methods: list[str]
+    layers: tuple[str, ...]
+    methods: tuple[str, ...]
     image: DecodedImage
-    results: list[JobResult]
-    """One per method, in the order of ``methods``."""
+    result: JobResult
 
 
 @dataclass
@@ -87,21 +90,23 @@ class Service:
     def validate(self, wanted: ExplainRequest) -> ValidRequest:
         """Check the parameters against the served model before any image byte is read."""
         model = self.hub.get(wanted.model)
-        methods = list(dict.fromkeys(get_method(name).name for name in wanted.methods))
-        layer = wanted.layer or model.layer
-        if layer not in model.layer_names:
-            raise UnknownLayerError(
-                f"unknown layer {layer!r} for model {model.name!r}; candidates: "
-                f"{', '.join(model.candidate_layers)}"
-            )
-        validate_colormap(wanted.colormap)
+        methods = tuple(dict.fromkeys(get_method(name).name for name in wanted.methods))
+        layers = tuple(dict.fromkeys(_split(wanted.layer))) or (model.layer,)
+        for layer in layers:
+            if layer not in model.layer_names:
+                raise UnknownLayerError(
+                    f"unknown layer {layer!r} for model {model.name!r}; candidates: "
+                    f"{', '.join(model.candidate_layers)}"
+                )
+        colormap = validate_colormap(wanted.colormap)
         limit = min(self.settings.max_top_k, model.num_classes)
         if not 1 <= wanted.top_k <= limit:
             raise InvalidTargetError(f"top_k must be between 1 and {limit}, got {wanted.top_k}")
         if wanted.target is not None and wanted.top_k != 1:
             raise InvalidTargetError("give either a target or top_k, not both")
         target = None if wanted.target is None else model.class_index(wanted.target)
-        return ValidRequest(model, tuple(methods), layer, target, wanted)
+        render = RenderOptions(validate_alpha(wanted.alpha), colormap)
+        return ValidRequest(model, methods, layers, target, wanted.top_k, render)
 
     async def explain(
         self,
@@ -110,25 +115,23 @@ class Service:
         *,
         deadline: float,
         disconnected: Callable[[], Awaitable[None]],
+        reservation: Reservation | None = None,
     ) -> Outcome:
-        """Decode ``data``, queue one job per method, and wait for all of them."""
+        """Decode ``data``, queue one job for every method and layer, and wait for it (in the
+        queue slot ``reservation`` holds, when given)."""
         image = await self.in_pool(decode_image, data, max_pixels=self.settings.max_pixels)
-        options = RenderOptions(valid.request.alpha, valid.request.colormap)
-        loop = asyncio.get_running_loop()
-        jobs = [
-            Job(
-                key=BatchKey(valid.model.name, valid.layer, method, valid.request.top_k),
-                image=image.pixels,
-                target=valid.target,
-                render=options,
-                future=loop.create_future(),
-                deadline=deadline,
-            )
-            for method in valid.methods
-        ]
-        self.worker.submit(jobs)
-        results = await self._wait(jobs, deadline, disconnected)
-        return Outcome(valid.model, valid.layer, list(valid.methods), image, results)
+        job = Job(
+            key=BatchKey(valid.model.name, valid.layers, valid.top_k),
+            methods=valid.methods,
+            image=image.pixels,
+            target=valid.target,
+            render=valid.render,
+            future=asyncio.get_running_loop().create_future(),
+            deadline=deadline,
+        )
+        self.worker.submit([job], reservation)
+        (result,) = await self._wait([job], deadline, disconnected)
+        return Outcome(valid.model, valid.layers, valid.methods, image, result)
 
     async def _wait(
         self,
@@ -176,3 +179,7 @@ class Service:
             raise ShuttingDownError("the service is shutting down; retry on another replica")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.codecs, partial(function, *args, **kwargs))
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(item.strip() for item in (value or "").split(",") if item.strip())

@@ -1,11 +1,15 @@
 """The batching worker: one thread per device that owns the models and runs every pass.
 
-Requests become ``Job``s (one image each) with an asyncio future. The worker takes the oldest
-job, adds queued jobs with the same ``BatchKey`` (model, layer, method, number of targets) until
-``max_batch_size`` images, or until ``max_wait`` has passed since that oldest job arrived, runs
-the batch through the engine and renders it, then resolves every job's future with its own
-result, or every job of a failed batch with the error. Because only this thread touches the
-models, hooks and backward passes can never interleave.
+A request becomes one ``Job`` (one image, every method it asks for) with an asyncio future.
+The worker takes the oldest job and adds queued jobs with the same ``BatchKey`` (model, layers,
+number of targets), whatever their methods, until ``max_batch_size`` images. A job that found
+the worker idle and alone starts at once; otherwise the batch also waits until ``max_wait``
+has passed since its oldest job arrived. The batch runs through the engine's one pipeline for
+the union of its jobs' methods (one forward and one backward pass), and every job's future is
+resolved with exactly its own methods, or every job of a failed batch with the error. A batch
+whose jobs have all lost their client or passed their deadline is abandoned at the next stage
+boundary. Because only this thread touches the models, hooks and backward passes can never
+interleave.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -23,17 +27,27 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from app.engine.engine import CamEngine, CamMaps
+from app.engine.engine import BatchExplanation, CamEngine
 from app.engine.errors import (
     DeadlineExceededError,
+    MethodNotApplicableError,
     QueueFullError,
     ShuttingDownError,
     UnknownModelError,
 )
-from app.engine.render import render
+from app.engine.render import RenderedImage, RenderOptions
 from app.metrics import Metrics
 
-__all__ = ["BatchKey", "BatchingWorker", "Job", "JobResult", "RenderOptions"]
+__all__ = [
+    "BatchAbandonedError",
+    "BatchKey",
+    "BatchingWorker",
+    "Job",
+    "JobResult",
+    "MethodMaps",
+    "RenderOptions",
+    "Reservation",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -42,20 +56,37 @@ PREDICTIONS = 20
 model has fewer classes). ``/v1/explain`` lists as many of them as its request asks for."""
 
 
+class BatchAbandonedError(Exception):
+    """Every job of the running batch has lost its client or passed its deadline."""
+
+
 @dataclass(frozen=True)
 class BatchKey:
-    """Jobs with equal keys can share one engine call."""
+    """Jobs with equal keys can share one engine call, whatever methods each asks for."""
 
     model: str
-    layer: str
-    method: str
+    layers: tuple[str, ...]
     ranks: int
 
 
 @dataclass(frozen=True)
-class RenderOptions:
-    alpha: float = 0.5
-    colormap: str = "jet"
+class MethodMaps:
+    """One (layer, method)'s maps for one job, on the CPU; K' is 1 for a class-agnostic method
+    and the job's number of targets otherwise."""
+
+    layer: str
+    method: str
+    class_agnostic: bool
+    overlays: NDArray[np.uint8]
+    """(K', H, W, 3) RGB."""
+    heatmaps: NDArray[np.uint8]
+    """(K', H, W) grayscale."""
+    layer_maps: NDArray[np.float32]
+    """(K', h, w) normalised maps at the layer's resolution."""
+
+    def entry(self, rank: int) -> int:
+        """The index of the map that explains target ``rank`` (0-based)."""
+        return 0 if self.class_agnostic else rank
 
 
 @dataclass(frozen=True)
@@ -66,12 +97,8 @@ class JobResult:
     target_probabilities: list[float]
     predictions: list[tuple[int, float]]
     """The top predictions as (class index, probability), best first."""
-    overlays: NDArray[np.uint8]
-    """(K, H, W, 3) RGB."""
-    heatmaps: NDArray[np.uint8]
-    """(K, H, W) grayscale."""
-    layer_maps: NDArray[np.float32]
-    """(K, h, w) normalised maps at the layer's resolution."""
+    maps: list[MethodMaps]
+    """Per layer, per method of the job, in the order they were asked for."""
     queue_wait_s: float
     compute_s: float
     batch_size: int
@@ -80,6 +107,8 @@ class JobResult:
 @dataclass(eq=False)
 class Job:
     key: BatchKey
+    methods: tuple[str, ...]
+    """Canonical method names (``get_method(name).name``), without duplicates."""
     image: Tensor
     """(3, H, W) uint8 on the CPU."""
     target: int | None
@@ -94,6 +123,9 @@ class Job:
         """Hand ``result`` to the waiting coroutine, from any thread."""
         self.future.get_loop().call_soon_threadsafe(_settle, self.future, result)
 
+    def wanted(self, now: float) -> bool:
+        return not self.cancelled and self.deadline > now
+
 
 def _settle(future: asyncio.Future[JobResult], result: JobResult | BaseException) -> None:
     if future.done():
@@ -102,6 +134,13 @@ def _settle(future: asyncio.Future[JobResult], result: JobResult | BaseException
         future.set_exception(result)
     else:
         future.set_result(result)
+
+
+@dataclass(eq=False)
+class Reservation:
+    """A queue slot held for a request whose upload is still being read and decoded."""
+
+    held: bool = True
 
 
 class BatchingWorker:
@@ -123,6 +162,9 @@ class BatchingWorker:
         self._startup = startup
         self._engines: dict[str, CamEngine] = {}
         self._queue: deque[Job] = deque()
+        self._reserved = 0
+        self._idle_since = time.monotonic()
+        """When the worker last found the queue empty after a batch (or at start)."""
         self._condition = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="camserve-worker", daemon=True)
@@ -150,29 +192,60 @@ class BatchingWorker:
     def depth(self) -> int:
         return len(self._queue)
 
-    def submit(self, jobs: Sequence[Job]) -> None:
-        """Queue ``jobs`` together, or none of them (429 when the queue is full)."""
+    def reserve(self) -> Reservation:
+        """Hold one queue slot for a request before its upload is read (429 when none is
+        free), so that a full queue refuses requests without reading or decoding them."""
         with self._condition:
-            if self._stopping:
-                raise ShuttingDownError("the service is shutting down; retry on another replica")
-            if len(self._queue) + len(jobs) > self.queue_size:
-                raise QueueFullError(
-                    f"the queue is full ({len(self._queue)} of {self.queue_size} jobs); retry "
-                    "shortly",
-                    retry_after_s=self._retry_after(),
-                )
+            self._check_open()
+            if len(self._queue) + self._reserved >= self.queue_size:
+                raise self._queue_full()
+            self._reserved += 1
+            return Reservation()
+
+    def release(self, reservation: Reservation) -> None:
+        """Give back a slot that was not used (or do nothing when ``submit`` used it)."""
+        with self._condition:
+            self._unhold(reservation)
+
+    def submit(self, jobs: Sequence[Job], reservation: Reservation | None = None) -> None:
+        """Queue ``jobs`` together, or none of them (429 when the queue is full); a held
+        ``reservation`` counts as one free slot."""
+        with self._condition:
+            self._check_open()
+            held = 1 if reservation is not None and reservation.held else 0
+            if len(self._queue) + self._reserved - held + len(jobs) > self.queue_size:
+                raise self._queue_full()
+            if reservation is not None:
+                self._unhold(reservation)
             self._queue.extend(jobs)
             self._metrics.queue_depth.set(len(self._queue))
             self._condition.notify_all()
 
     def cancel(self, jobs: Sequence[Job]) -> None:
-        """Drop ``jobs`` that have not started (client gone, deadline passed)."""
+        """Drop ``jobs`` that have not started, and mark running ones as no longer wanted
+        (client gone, deadline passed)."""
         with self._condition:
             for job in jobs:
                 job.cancelled = True
                 if job in self._queue:
                     self._queue.remove(job)
             self._metrics.queue_depth.set(len(self._queue))
+
+    def _check_open(self) -> None:
+        if self._stopping:
+            raise ShuttingDownError("the service is shutting down; retry on another replica")
+
+    def _queue_full(self) -> QueueFullError:
+        used = len(self._queue) + self._reserved
+        return QueueFullError(
+            f"the queue is full ({used} of {self.queue_size} jobs); retry shortly",
+            retry_after_s=self._retry_after(),
+        )
+
+    def _unhold(self, reservation: Reservation) -> None:
+        if reservation.held:
+            reservation.held = False
+            self._reserved -= 1
 
     def _retry_after(self) -> int:
         batches_ahead = len(self._queue) / self.max_batch_size + 1
@@ -189,14 +262,18 @@ class BatchingWorker:
             self._process(batch)
 
     def _next_batch(self) -> list[Job] | None:
-        """The oldest job plus compatible ones, once the batch is full or its wait is over."""
+        """The oldest job plus compatible ones, once the batch is full or its wait is over; a
+        job that arrived while the worker was idle, with nothing else queued, starts at once."""
         with self._condition:
+            if not self._queue:
+                self._idle_since = time.monotonic()
             while not self._queue:
                 if self._stopping:
                     return None
                 self._condition.wait()
             first = self._queue[0]
-            close_at = first.enqueued_at + self.max_wait_s
+            lone = len(self._queue) == 1 and first.enqueued_at >= self._idle_since
+            close_at = first.enqueued_at + (0.0 if lone else self.max_wait_s)
             while (
                 not self._stopping
                 and self._count_compatible(first.key) < self.max_batch_size
@@ -219,12 +296,17 @@ class BatchingWorker:
         for job in batch:
             if not job.cancelled and job.deadline <= now:
                 job.resolve(DeadlineExceededError("the request's deadline passed in the queue"))
-        live = [job for job in batch if not job.cancelled and job.deadline > now]
+        live = [job for job in batch if job.wanted(now)]
         if not live:
             return
         started = time.monotonic()
         try:
             results = self._compute(live, started)
+        except BatchAbandonedError:
+            logger.info("batch of %d abandoned: no job still wants its result", len(live))
+            for job in live:
+                job.resolve(DeadlineExceededError("the request's deadline passed"))
+            return
         except Exception as error:
             logger.exception("batch of %d failed (%s)", len(live), live[0].key)
             for job in live:
@@ -238,70 +320,101 @@ class BatchingWorker:
         self._metrics.batch_size.observe(len(live))
         self._metrics.record_device_memory()
         for job, result in zip(live, results, strict=True):
+            if isinstance(result, BaseException):
+                job.resolve(result)
+                continue
             self._metrics.queue_wait.observe(result.queue_wait_s)
             job.resolve(result)
 
-    def _compute(self, jobs: list[Job], started: float) -> list[JobResult]:
+    def _compute(self, jobs: list[Job], started: float) -> list[JobResult | BaseException]:
         key = jobs[0].key
         engine = self._engines.get(key.model)
         if engine is None:
             raise UnknownModelError(f"model {key.model!r} is not loaded")
-        images = [job.image.to(engine.device, non_blocking=True) for job in jobs]
-        cams = engine.compute(
-            engine.preprocessing(images, engine.device),
-            key.method,
+        methods = list(dict.fromkeys(method for job in jobs for method in job.methods))
+        explained = engine.explain_all(
+            [job.image.to(engine.device, non_blocking=True) for job in jobs],
+            methods,
             [job.target for job in jobs],
             top_k=key.ranks,
-            layer=key.layer,
+            layers=key.layers,
+            options=[job.render for job in jobs],
+            checkpoint=lambda: _abandon_if_unwanted(jobs),
         )
-        overlays, heatmaps = _render_by_options(cams, images, [job.render for job in jobs])
-        predictions = cams.probabilities.topk(
-            min(max(PREDICTIONS, key.ranks), cams.logits.shape[1]), dim=1
-        )
-        layer_maps = cams.layer_maps.cpu().numpy()
-        targets = cams.targets.cpu()
-        target_probabilities = cams.probabilities.gather(1, cams.targets).cpu()
-        top_indices, top_values = predictions.indices.cpu(), predictions.values.cpu()
-        compute_s = time.monotonic() - started
-        results = [
-            JobResult(
-                targets=targets[i].tolist(),
-                target_probabilities=target_probabilities[i].tolist(),
-                predictions=list(zip(top_indices[i].tolist(), top_values[i].tolist(), strict=True)),
-                overlays=overlays[i],
-                heatmaps=heatmaps[i],
-                layer_maps=layer_maps[i],
-                queue_wait_s=started - job.enqueued_at,
-                compute_s=compute_s,
-                batch_size=len(jobs),
-            )
-            for i, job in enumerate(jobs)
-        ]
-        if len(results) != len(jobs):  # pragma: no cover - guarded by construction
-            raise RuntimeError(f"{len(results)} results for {len(jobs)} jobs")
-        return results
+        return _results(explained, jobs, started, key.ranks)
 
 
-def _render_by_options(
-    cams: CamMaps, images: list[Tensor], options: list[RenderOptions]
-) -> tuple[list[NDArray[np.uint8]], list[NDArray[np.uint8]]]:
-    """Render each group of jobs that share alpha and colormap in one call; CPU uint8 out."""
-    groups: dict[RenderOptions, list[int]] = defaultdict(list)
-    for index, option in enumerate(options):
-        groups[option].append(index)
-    overlays: list[NDArray[np.uint8]] = [np.empty(0, np.uint8)] * len(images)
-    heatmaps: list[NDArray[np.uint8]] = [np.empty(0, np.uint8)] * len(images)
-    for option, indices in groups.items():
-        rendered = render(
-            cams.raw_maps[indices],
-            [images[i] for i in indices],
-            alpha=option.alpha,
-            colormap=option.colormap,
+def _abandon_if_unwanted(jobs: Sequence[Job]) -> None:
+    """The pipeline's stage-boundary check: stop when no job still wants its result."""
+    now = time.monotonic()
+    if not any(job.wanted(now) for job in jobs):
+        raise BatchAbandonedError
+
+
+def _results(
+    explained: BatchExplanation, jobs: list[Job], started: float, ranks: int
+) -> list[JobResult | BaseException]:
+    """Each job's own methods, moved to the CPU once per (layer, method); a job that asked for
+    a (layer, method) the method refused gets that refusal instead."""
+    results = explained.results
+    predictions = results.probabilities.topk(
+        min(max(PREDICTIONS, ranks), results.logits.shape[1]), dim=1
+    )
+    top_indices, top_values = predictions.indices.cpu(), predictions.values.cpu()
+    targets = results.targets.cpu()
+    target_probabilities = results.probabilities.gather(1, results.targets).cpu()
+    on_cpu = {
+        key: _maps_on_cpu(cams.layer_maps, explained.rendered[key])
+        for key, cams in results.maps.items()
+    }
+    compute_s = time.monotonic() - started
+    return [
+        _refusal(results.refusals, job)
+        or JobResult(
+            targets=targets[i].tolist(),
+            target_probabilities=target_probabilities[i].tolist(),
+            predictions=list(zip(top_indices[i].tolist(), top_values[i].tolist(), strict=True)),
+            maps=[
+                _method_maps(layer, method, results[(layer, method)].class_agnostic, on_cpu, i)
+                for layer in job.key.layers
+                for method in job.methods
+            ],
+            queue_wait_s=started - job.enqueued_at,
+            compute_s=compute_s,
+            batch_size=len(jobs),
         )
-        for index, image in zip(indices, rendered, strict=True):
-            overlays[index] = image.overlays.cpu().numpy()
-            heatmaps[index] = image.heatmaps.cpu().numpy()
-    return overlays, heatmaps
+        for i, job in enumerate(jobs)
+    ]
+
+
+def _refusal(
+    refusals: dict[tuple[str, str], MethodNotApplicableError], job: Job
+) -> MethodNotApplicableError | None:
+    wanted = (refusals.get((layer, method)) for layer in job.key.layers for method in job.methods)
+    return next((refusal for refusal in wanted if refusal is not None), None)
+
+
+_CpuMaps = tuple[list[NDArray[np.uint8]], list[NDArray[np.uint8]], NDArray[np.float32]]
+
+
+def _method_maps(
+    layer: str,
+    method: str,
+    class_agnostic: bool,
+    on_cpu: dict[tuple[str, str], _CpuMaps],
+    index: int,
+) -> MethodMaps:
+    overlays, heatmaps, layer_maps = on_cpu[(layer, method)]
+    return MethodMaps(
+        layer, method, class_agnostic, overlays[index], heatmaps[index], layer_maps[index]
+    )
+
+
+def _maps_on_cpu(layer_maps: Tensor, rendered: list[RenderedImage]) -> _CpuMaps:
+    """(overlays, heatmaps, layer maps) per image, on the CPU."""
+    overlays = [image.overlays.cpu().numpy() for image in rendered]
+    heatmaps = [image.heatmaps.cpu().numpy() for image in rendered]
+    return overlays, heatmaps, layer_maps.cpu().numpy()
 
 
 def warm_up(engine: CamEngine) -> None:

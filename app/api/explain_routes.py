@@ -68,15 +68,21 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 async def _run(request: Request, service: Service, wanted: ExplainRequest) -> Outcome:
+    """Validate, hold a queue slot (429 before any byte of the upload is read), read, explain."""
     valid = service.validate(wanted)
-    data = await read_image_upload(request, service.settings.max_upload_bytes)
-    started: float = getattr(request.state, "started", time.monotonic())
-    return await service.explain(
-        valid,
-        data,
-        deadline=started + service.settings.request_timeout_s,
-        disconnected=lambda: _disconnected(request),
-    )
+    reservation = service.worker.reserve()
+    try:
+        data = await read_image_upload(request, service.settings.max_upload_bytes)
+        started: float = getattr(request.state, "started", time.monotonic())
+        return await service.explain(
+            valid,
+            data,
+            deadline=started + service.settings.request_timeout_s,
+            disconnected=lambda: _disconnected(request),
+            reservation=reservation,
+        )
+    finally:
+        service.worker.release(reservation)
 
 
 async def _disconnected(request: Request) -> None:
@@ -103,8 +109,8 @@ async def cam(
     request: Request, params: Annotated[CamParams, Query()], service: ServiceDep
 ) -> Response:
     outcome = await _run(request, service, params.to_request())
-    result = outcome.results[0]
-    body = await service.encode(result.overlays[0], params.format)
+    result = outcome.result
+    body = await service.encode(result.maps[0].overlays[0], params.format)
     class_index = result.targets[0]
     return Response(
         body,
@@ -115,7 +121,7 @@ async def cam(
             "X-Camserve-Score": f"{result.target_probabilities[0]:.6f}",
             "X-Camserve-Model": outcome.model.name,
             "X-Camserve-Method": outcome.methods[0],
-            "X-Camserve-Layer": outcome.layer,
+            "X-Camserve-Layer": outcome.layers[0],
         },
     )
 
@@ -146,13 +152,13 @@ async def explain(
     encode_started = time.monotonic()
     explanations = await asyncio.gather(
         *(
-            _explained_class(service, outcome, (method_index, rank), wanted)
-            for method_index in range(len(outcome.methods))
-            for rank in range(len(outcome.results[method_index].targets))
+            _explained_class(service, outcome, (maps_index, entry), wanted)
+            for maps_index, maps in enumerate(outcome.result.maps)
+            for entry in range(maps.overlays.shape[0])
         )
     )
     encode_s = time.monotonic() - encode_started
-    predictions = outcome.results[0].predictions[: params.prediction_count()]
+    predictions = outcome.result.predictions[: params.prediction_count()]
     return _response(request, outcome, predictions, list(explanations), encode_s)
 
 
@@ -173,29 +179,34 @@ class _Wanted:
 async def _explained_class(
     service: Service, outcome: Outcome, position: tuple[int, int], wanted: _Wanted
 ) -> ExplainedClass:
-    """The entry for one (method, rank), carrying what the request's ``include`` lists."""
-    method_index, rank = position
-    result = outcome.results[method_index]
+    """The entry for one (layer, method) and one of its maps, carrying what the request's
+    ``include`` lists. A class-agnostic method has one map, named after the first explained
+    class."""
+    maps_index, rank = position
+    result = outcome.result
+    maps = result.maps[maps_index]
     class_index = result.targets[rank]
     included = wanted.included
     entry = ExplainedClass(
-        method=outcome.methods[method_index],
+        method=maps.method,
+        layer=maps.layer,
         rank=rank + 1,
         class_index=class_index,
         label=outcome.model.labels[class_index],
         probability=result.target_probabilities[rank],
-        raw_map=result.layer_maps[rank].tolist() if "raw_map" in included else None,
+        class_agnostic=maps.class_agnostic,
+        raw_map=maps.layer_maps[rank].tolist() if "raw_map" in included else None,
     )
     if "overlay" in included:
-        overlay = await service.encode(result.overlays[rank], wanted.format)
+        overlay = await service.encode(maps.overlays[rank], wanted.format)
         entry.overlay = base64.b64encode(overlay).decode()
         entry.overlay_media_type = MEDIA_TYPES[wanted.format]
     if "heatmap" in included:
-        heatmap = await service.encode(result.heatmaps[rank], "png")
+        heatmap = await service.encode(maps.heatmaps[rank], "png")
         entry.heatmap = base64.b64encode(heatmap).decode()
     if wanted.regions:
         regions = await service.in_pool(
-            find_regions, result.heatmaps[rank], wanted.threshold, largest_only=wanted.largest_only
+            find_regions, maps.heatmaps[rank], wanted.threshold, largest_only=wanted.largest_only
         )
         await _add_regions(service, entry, regions, included)
     return entry
@@ -226,12 +237,14 @@ def _response(
     explanations: list[ExplainedClass],
     encode_s: float,
 ) -> ExplainResponse:
+    result = outcome.result
     labels = outcome.model.labels
     started: float = getattr(request.state, "started", time.monotonic())
     return ExplainResponse(
         model=outcome.model.name,
-        layer=outcome.layer,
-        methods=outcome.methods,
+        layer=outcome.layers[0],
+        layers=list(outcome.layers),
+        methods=list(outcome.methods),
         width=outcome.image.width,
         height=outcome.image.height,
         predictions=[
@@ -240,8 +253,8 @@ def _response(
         ],
         explanations=explanations,
         timings=Timings(
-            queue_wait_ms=1000 * max(r.queue_wait_s for r in outcome.results),
-            compute_ms=1000 * sum(r.compute_s for r in outcome.results),
+            queue_wait_ms=1000 * result.queue_wait_s,
+            compute_ms=1000 * result.compute_s,
             encode_ms=1000 * encode_s,
             total_ms=1000 * (time.monotonic() - started),
         ),

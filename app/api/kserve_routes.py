@@ -109,6 +109,7 @@ async def predict(
 @router.post(
     "/models/{name}:explain",
     response_model=ExplainV1Response,
+    response_model_exclude_none=True,
     responses=ERRORS,
     summary="KServe V1 explain: predictions and the /v1/explain body of each instance",
 )

@@ -16,21 +16,6 @@ router = APIRouter(tags=["models"])
 async def list_models(service: ServiceDep) -> ModelsResponse:
     hub = service.hub
     return ModelsResponse(
-        models=[
-            ModelInfo(
-                name=model.name,
-                architecture=model.architecture,
-                description=model.description,
-                weights=model.weights,
-                num_classes=model.num_classes,
-                labels=model.labels,
-                default_layer=model.layer,
-                candidate_layers=model.candidate_layers,
-                methods=model.methods,
-                input_size=model.input_size,
-                device=model.device,
-            )
-            for model in hub.models.values()
-        ],
+        models=[ModelInfo.model_validate(model) for model in hub.models.values()],
         failed=dict(hub.failures),
     )

@@ -67,7 +67,11 @@ class CamParams(BaseModel):
 
     model: str | None = Field(None, description="Served model name; default: the default model.")
     method: str = Field("gradcam", description=f"One of: {', '.join(METHODS)}.")
-    layer: str | None = Field(None, description="Target layer (dotted module name).")
+    layer: str | None = Field(
+        None,
+        description="Target layer (dotted module name); on /v1/explain, several separated by "
+        "commas, all captured in the same pass.",
+    )
     target: str | None = Field(
         None, description="Class to explain, as index or label; default: the top prediction."
     )
@@ -79,11 +83,16 @@ class CamParams(BaseModel):
         return ExplainRequest(
             model=self.model,
             methods=self._single_method(),
-            layer=self.layer,
+            layer=self._single_layer(),
             target=self.target,
             alpha=self.alpha,
             colormap=self.colormap,
         )
+
+    def _single_layer(self) -> str | None:
+        if self.layer is not None and len(_split(self.layer)) > 1:
+            raise ExplanationError("/v1/cam explains one layer; use /v1/explain for several")
+        return self.layer
 
     def _single_method(self) -> tuple[str, ...]:
         names = _method_names(self.method)
@@ -159,10 +168,16 @@ class Prediction(BaseModel):
 
 class ExplainedClass(BaseModel):
     method: str
+    layer: str
     rank: int = Field(description="1 for the first explained class of this method, and so on.")
     class_index: int
     label: str
     probability: float
+    class_agnostic: bool = Field(
+        False,
+        description="The map does not depend on the class (Eigen-CAM): it comes once per "
+        "layer, and the class fields name the first explained class.",
+    )
     overlay: str | None = Field(
         None, description="Base64 overlay at the original resolution (include=overlay)."
     )
@@ -209,7 +224,8 @@ class Timings(BaseModel):
 
 class ExplainResponse(BaseModel):
     model: str
-    layer: str
+    layer: str = Field(description="The first of ``layers``.")
+    layers: list[str]
     methods: list[str]
     width: int
     height: int
@@ -219,13 +235,17 @@ class ExplainResponse(BaseModel):
 
 
 class ModelInfo(BaseModel):
+    """A served model as ``GET /v1/models`` describes it, read from its ``ServedModel``."""
+
+    model_config = ConfigDict(from_attributes=True)
+
     name: str
     architecture: str
     description: str
     weights: str
     num_classes: int
     labels: list[str]
-    default_layer: str
+    default_layer: str = Field(validation_alias="layer")
     candidate_layers: list[str]
     methods: list[str]
     input_size: tuple[int, int]

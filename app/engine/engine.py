@@ -1,23 +1,25 @@
 """CamEngine: a batch of images in; class-activation maps, logits and overlays out.
 
-One call runs one forward pass with the capture hooks on the target layer, chooses the targets
-(given per image, or the top-k predictions), and, for gradient methods, one backward pass per
-target rank from the selected scores to the captured activation. Nothing below the target layer
-takes part in the backward pass: the parameters are frozen and the graph starts at the layer.
-The model stays in eval mode and nothing is stored on the engine between calls.
+One call computes any set of methods on any set of layers from one forward pass with capture
+hooks on those layers: it chooses the targets (given per image, or the top-k predictions) and,
+when a requested method needs gradients, runs one backward pass for all target ranks and all
+layers (a vmapped one for top-k) from the selected scores to the captured activations. Each
+method then runs on the same ``MethodContext``; only Score-CAM adds forward passes, its masked
+ones. Nothing below the shallowest target layer takes part in the backward pass: the parameters
+are frozen and the graph starts there. The model stays in eval mode and nothing is stored on the
+engine between calls.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 import torch
-import torch.nn.functional as F  # noqa: N812
 from numpy.typing import NDArray
 from PIL import Image
 from torch import Tensor, nn
@@ -25,17 +27,32 @@ from torch import Tensor, nn
 from app.engine.colormaps import DEFAULT_COLORMAP
 from app.engine.devices import resolve_device
 from app.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
-from app.engine.hooks import LayerCapture, capture_layer
+from app.engine.hooks import capture_layers
 from app.engine.imaging import image_to_tensor
 from app.engine.layers import find_candidate_layers, resolve_layer
 from app.engine.manifest import ModelSpec
-from app.engine.methods import CamMethod, Output, Signal, get_method, weighted_sum
+from app.engine.methods import CamMethod, MethodContext, find_classifier, get_method
 from app.engine.preprocess import Preprocessing
 from app.engine.registry import LoadedModel, load_model
-from app.engine.render import DEFAULT_ALPHA, RenderedImage, normalize_maps, render
+from app.engine.render import (
+    DEFAULT_ALPHA,
+    RenderedImage,
+    RenderOptions,
+    normalize_maps,
+    render_each,
+)
 from app.engine.targets import class_index
 
-__all__ = ["CamEngine", "CamMaps", "Explanation", "ImageInput", "TargetSpec", "Targets"]
+__all__ = [
+    "BatchExplanation",
+    "CamEngine",
+    "CamMaps",
+    "CamResults",
+    "Explanation",
+    "ImageInput",
+    "TargetSpec",
+    "Targets",
+]
 
 TargetSpec = int | str | None
 """One image's target: a class index, a class label, or ``None`` for its top prediction."""
@@ -49,23 +66,48 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CamMaps:
-    """Layer-resolution results of one engine call."""
+    """One (layer, method)'s layer-resolution results of one engine call."""
 
     method: str
     layer: str
     raw_maps: Tensor
-    """(B, K, h, w) float32: the method's output before ReLU and normalisation."""
+    """(B, K, h, w) float32: the method's output before ReLU and normalisation; (B, 1, h, w)
+    from ``CamEngine.compute_all`` for a class-agnostic method."""
     logits: Tensor
     """(B, num_classes) float32."""
     targets: Tensor
     """(B, K) int64: the explained class of each map."""
+    class_agnostic: bool = False
+    """The map does not depend on the target class (Eigen-CAM)."""
 
-    @property
+    @cached_property
     def layer_maps(self) -> Tensor:
-        """(B, K, h, w) in [0, 1]: ReLU then per-map min-max normalisation."""
+        """(B, K, h, w) in [0, 1]: ReLU then per-map min-max normalisation (computed once)."""
         return normalize_maps(self.raw_maps.clamp_min(0))
 
     @property
+    def probabilities(self) -> Tensor:
+        return torch.softmax(self.logits, dim=1)
+
+
+@dataclass(frozen=True)
+class CamResults:
+    """Every (layer, method)'s maps from one shared pass, with the pass's logits and targets."""
+
+    logits: Tensor
+    targets: Tensor
+    maps: dict[tuple[str, str], CamMaps]
+    """Keyed by (layer, method), in the order layers × methods were asked for."""
+    refusals: dict[tuple[str, str], MethodNotApplicableError] = field(default_factory=dict)
+    """The (layer, method) pairs the method refused (CAM on a layer without a GAP head); the
+    other pairs of the same pass are unaffected."""
+
+    def __getitem__(self, key: tuple[str, str]) -> CamMaps:
+        if key in self.refusals:
+            raise self.refusals[key]
+        return self.maps[key]
+
+    @cached_property
     def probabilities(self) -> Tensor:
         return torch.softmax(self.logits, dim=1)
 
@@ -89,17 +131,29 @@ class Explanation:
 
 
 @dataclass(frozen=True)
+class BatchExplanation:
+    """The one pipeline's output: the maps of every (layer, method) and their renderings."""
+
+    results: CamResults
+    rendered: dict[tuple[str, str], list[RenderedImage]] = field(default_factory=dict)
+    """Per (layer, method), one ``RenderedImage`` per input image."""
+
+
+@dataclass(frozen=True)
 class _CapturedPass:
     """What one hooked pass produced, detached from the graph."""
 
     batch: Tensor
-    layer: str
-    activations: Tensor
-    """(B, 1, C, h, w) float32."""
+    activations: dict[str, Tensor]
+    """Per layer, (B, 1, C, h, w) float32."""
     logits: Tensor
     targets: Tensor
-    gradients: Tensor | None
-    """(B, K, C, h, w) float32 for gradient methods."""
+    gradients: dict[str, Tensor]
+    """Per layer, (B, K, C, h, w) float32; empty when no method needs them."""
+
+
+def _never_stop() -> None:
+    """The default checkpoint: the computation always goes on."""
 
 
 class CamEngine:
@@ -193,6 +247,48 @@ class CamEngine:
 
     # ------------------------------------------------------------------ computing maps
 
+    def compute_all(
+        self,
+        inputs: Tensor,
+        methods: Sequence[str],
+        targets: Targets = None,
+        *,
+        top_k: int = 1,
+        layers: Sequence[str] | None = None,
+        checkpoint: Callable[[], None] = _never_stop,
+    ) -> CamResults:
+        """Every method's maps on every layer for a preprocessed batch ``inputs`` (B, 3, h, w),
+        from one hooked forward pass and at most one backward pass.
+
+        ``targets`` gives each image's class (index or label) or classes, or ``None`` for its
+        ``top_k`` predictions; or a (B,) / (B, K) tensor of indices. A class-agnostic method
+        (Eigen-CAM) gets one map per image, (B, 1, h, w). ``checkpoint`` is called after the
+        pass, between Score-CAM chunks and after each method; it raises to abandon the call.
+        """
+        specs = list(dict.fromkeys(get_method(name) for name in methods))
+        layer_names = list(dict.fromkeys(layers or [self.layer]))
+        captured = self._capture(self._model_input(inputs), specs, layer_names, targets, top_k)
+        checkpoint()
+        results = CamResults(captured.logits, captured.targets, {})
+        for layer_name in layer_names:
+            context = self._context(captured, layer_name, checkpoint)
+            for spec in specs:
+                try:
+                    raw = spec.compute(context).contiguous()
+                except MethodNotApplicableError as refusal:
+                    results.refusals[(layer_name, spec.name)] = refusal
+                    continue
+                results.maps[(layer_name, spec.name)] = CamMaps(
+                    spec.name,
+                    layer_name,
+                    raw,
+                    captured.logits,
+                    captured.targets,
+                    class_agnostic=spec.class_agnostic,
+                )
+                checkpoint()
+        return results
+
     def compute(
         self,
         inputs: Tensor,
@@ -202,22 +298,46 @@ class CamEngine:
         top_k: int = 1,
         layer: str | None = None,
     ) -> CamMaps:
-        """Maps for a preprocessed batch ``inputs`` (B, 3, h, w).
-
-        ``targets`` gives each image's class (index or label) or classes, or ``None`` for its
-        ``top_k`` predictions; or a (B,) / (B, K) tensor of indices. Without targets, the
-        ``top_k`` predicted classes of every image are explained, from the same forward pass.
-        """
-        spec = get_method(method)
+        """One method's maps on one layer (see ``compute_all``); a class-agnostic method's map
+        is repeated for each of the K targets, so ``raw_maps`` is always (B, K, h, w)."""
         layer_name = layer or self.layer
-        captured = self._capture(self._model_input(inputs), spec, layer_name, targets, top_k)
-        raw = self._apply_method(spec, captured)
-        return CamMaps(spec.name, layer_name, raw, captured.logits, captured.targets)
+        results = self.compute_all(inputs, [method], targets, top_k=top_k, layers=[layer_name])
+        cams = results[(layer_name, get_method(method).name)]
+        if not cams.class_agnostic:
+            return cams
+        ranks = cams.targets.shape[1]
+        repeated = cams.raw_maps.expand(-1, ranks, -1, -1).contiguous()
+        return CamMaps(cams.method, cams.layer, repeated, cams.logits, cams.targets, True)
 
     @torch.no_grad()
     def probabilities(self, inputs: Tensor) -> Tensor:
         """Class probabilities (B, classes) for a preprocessed batch; no hooks, no gradients."""
         return torch.softmax(self._forward(self._model_input(inputs)).float(), dim=1)
+
+    def explain_all(
+        self,
+        images: Sequence[Tensor],
+        methods: Sequence[str],
+        targets: Targets = None,
+        *,
+        top_k: int = 1,
+        layers: Sequence[str] | None = None,
+        options: Sequence[RenderOptions] | None = None,
+        checkpoint: Callable[[], None] = _never_stop,
+    ) -> BatchExplanation:
+        """The one pipeline: preprocess ``images`` ((3, H, W) uint8 on the engine's device),
+        compute every method on every layer, and render each (layer, method) over the originals
+        with each image's ``options``."""
+        batch = self.preprocessing(images, self.device)
+        results = self.compute_all(
+            batch, methods, targets, top_k=top_k, layers=layers, checkpoint=checkpoint
+        )
+        per_image = list(options) if options is not None else [RenderOptions()] * len(images)
+        rendered = {
+            key: render_each(cams.layer_maps, images, per_image)
+            for key, cams in results.maps.items()
+        }
+        return BatchExplanation(results, rendered)
 
     def explain(
         self,
@@ -230,44 +350,94 @@ class CamEngine:
         alpha: float = DEFAULT_ALPHA,
         colormap: str = DEFAULT_COLORMAP,
     ) -> Explanation:
-        """Preprocess ``images``, compute their maps and render them over the originals."""
+        """Preprocess ``images``, compute one method's maps and render them over the originals
+        (a class-agnostic map is repeated for each target, as in ``compute``)."""
         originals = [self._as_device_image(image) for image in images]
-        batch = self.preprocessing(originals, self.device)
-        cams = self.compute(batch, method, targets, top_k=top_k, layer=layer)
-        return Explanation(cams, render(cams.raw_maps, originals, alpha=alpha, colormap=colormap))
+        layer_name = layer or self.layer
+        explained = self.explain_all(
+            originals,
+            [method],
+            targets,
+            top_k=top_k,
+            layers=[layer_name],
+            options=[RenderOptions(alpha, colormap)] * len(originals),
+        )
+        key = (layer_name, get_method(method).name)
+        cams = explained.results[key]
+        images_out = explained.rendered[key]
+        if cams.class_agnostic:
+            ranks = cams.targets.shape[1]
+            cams = CamMaps(
+                cams.method,
+                cams.layer,
+                cams.raw_maps.expand(-1, ranks, -1, -1).contiguous(),
+                cams.logits,
+                cams.targets,
+                True,
+            )
+            images_out = [_repeat_ranks(image, ranks) for image in images_out]
+        return Explanation(cams, images_out)
 
     # ------------------------------------------------------------------ steps
 
     def _capture(
-        self, batch: Tensor, spec: CamMethod, layer_name: str, targets: Targets, top_k: int
+        self,
+        batch: Tensor,
+        specs: Sequence[CamMethod],
+        layer_names: Sequence[str],
+        targets: Targets,
+        top_k: int,
     ) -> _CapturedPass:
-        """The one forward pass (and, for gradient methods, the backward passes) with hooks."""
-        module = self.layer_module(layer_name)
-        with torch.inference_mode(False), torch.enable_grad():
-            with capture_layer(module, layer_name, track_gradient=spec.needs_gradients) as record:
+        """The one forward pass (and, when a method needs gradients, the one backward pass)."""
+        modules = {name: self.layer_module(name) for name in layer_names}
+        needs_gradients = any(spec.needs_gradients for spec in specs)
+        grad_mode = torch.enable_grad() if needs_gradients else torch.no_grad()
+        with torch.inference_mode(False), grad_mode:
+            with capture_layers(modules, track_gradient=needs_gradients) as records:
                 logits = self._forward(batch)
-                activation = record.require_activation()
-                chosen = self._choose_targets(logits, targets, top_k)
-                gradients = (
-                    self._gradients(logits, activation, chosen, record)
-                    if spec.needs_gradients
-                    else None
-                )
-            return _CapturedPass(
-                batch=batch,
-                layer=layer_name,
-                activations=activation.detach().float().unsqueeze(1),
-                logits=logits.detach().float(),
-                targets=chosen,
-                gradients=gradients,
+            activations = [records[name].require_activation() for name in layer_names]
+            chosen = self._choose_targets(logits, targets, top_k)
+            gradients = (
+                self._gradients(logits, activations, chosen, layer_names) if needs_gradients else []
             )
+        return _CapturedPass(
+            batch=batch,
+            activations={
+                name: activation.detach().float().unsqueeze(1)
+                for name, activation in zip(layer_names, activations, strict=True)
+            },
+            logits=logits.detach().float(),
+            targets=chosen,
+            gradients=dict(zip(layer_names, gradients, strict=False)),
+        )
+
+    def _context(
+        self, captured: _CapturedPass, layer_name: str, checkpoint: Callable[[], None]
+    ) -> MethodContext:
+        return MethodContext(
+            layer=layer_name,
+            activations=captured.activations[layer_name],
+            gradients=captured.gradients.get(layer_name),
+            targets=captured.targets,
+            logits=captured.logits,
+            inputs=captured.batch,
+            forward=self._forward,
+            classifier=self._classifier,
+            logit_tolerance=1e-3 if self.autocast is None else 5e-2,
+            chunk_size=self.score_cam_batch_size,
+            checkpoint=checkpoint,
+        )
+
+    @cached_property
+    def _classifier(self) -> nn.Linear | None:
+        return find_classifier(self.model)
 
     def _model_input(self, inputs: Tensor) -> Tensor:
         if not isinstance(inputs, Tensor):
             raise TypeError(f"inputs must be a tensor, got {type(inputs).__name__}")
         if inputs.dim() != 4:
             raise ValueError(f"inputs must be (B, C, H, W), got shape {tuple(inputs.shape)}")
-        batch = inputs.to(self.device, torch.float32)
+        batch = inputs.detach().to(self.device, torch.float32)
         return batch.clone() if batch.is_inference() else batch
 
     def _as_device_image(self, image: ImageInput) -> Tensor:
@@ -351,115 +521,58 @@ class CamEngine:
         return class_index(self.labels, target)
 
     def _gradients(
-        self, logits: Tensor, activation: Tensor, chosen: Tensor, record: LayerCapture
-    ) -> Tensor:
-        """(B, K, C, h, w) gradients of the chosen scores with respect to the captured leaf.
+        self, logits: Tensor, activations: list[Tensor], chosen: Tensor, layer_names: Sequence[str]
+    ) -> list[Tensor]:
+        """Per layer, (B, K, C, h, w) gradients of the chosen scores.
 
-        One target per image: one backward pass, its gradient caught by the tensor hook. K
-        targets: one vmapped backward pass (``is_grads_batched``), which reads the head's weights
-        once instead of K times (top-5 on a VGG-16 head at batch 8: 1.09x a forward pass instead
-        of 1.18x here); where an operator has no batching rule, one hooked pass per rank."""
+        One target per image: one backward pass to every captured layer. K targets: one vmapped
+        backward pass (``is_grads_batched``), which reads the head's weights once instead of K
+        times (top-5 on a VGG-16 head at batch 8: 1.09x a forward pass instead of 1.18x); where
+        an operator has no batching rule, one backward pass per rank."""
         if chosen.shape[1] > 1:
-            batched = _batched_gradients(logits, activation, chosen, record)
+            batched = _batched_gradients(logits, activations, chosen)
             if batched is not None:
                 return batched
-        return self._hooked_gradients(logits, activation, chosen, record)
-
-    def _hooked_gradients(
-        self, logits: Tensor, activation: Tensor, chosen: Tensor, record: LayerCapture
-    ) -> Tensor:
         ranks = chosen.shape[1]
+        per_rank: list[tuple[Tensor, ...]] = []
         for rank in range(ranks):
             score = logits.gather(1, chosen[:, rank : rank + 1]).sum()
             try:
-                torch.autograd.grad(score, activation, retain_graph=rank < ranks - 1)
+                per_rank.append(
+                    torch.autograd.grad(score, activations, retain_graph=rank < ranks - 1)
+                )
             except RuntimeError as error:
                 raise UnknownLayerError(
-                    f"the output does not depend on layer {record.layer_name!r}: {error}"
+                    f"the output does not depend on layer(s) {', '.join(layer_names)}: {error}"
                 ) from error
-        if len(record.gradients) != ranks:  # pragma: no cover - a torch invariant
-            raise RuntimeError(f"captured {len(record.gradients)} gradients for {ranks} targets")
-        return torch.stack(record.gradients, dim=1).float()
-
-    def _apply_method(self, spec: CamMethod, captured: _CapturedPass) -> Tensor:
-        activations = captured.activations
-        signal: Tensor | None
-        if spec.signal is Signal.CLASSIFIER_WEIGHTS:
-            signal = self._classifier_weights(captured)
-        elif spec.signal is Signal.MASKED_SCORES:
-            signal = self._score_cam_weights(captured.batch, activations, captured.targets)
-        else:
-            signal = captured.gradients
-        raw = spec.compute(activations, signal)
-        if spec.output is Output.CHANNEL_WEIGHTS:
-            raw = weighted_sum(activations, raw)
-        return raw.expand(-1, captured.targets.shape[1], -1, -1).contiguous()
-
-    @cached_property
-    def _classifier(self) -> nn.Linear | None:
-        linears = [module for module in self.model.modules() if isinstance(module, nn.Linear)]
-        return linears[-1] if linears else None
-
-    def _classifier_weights(self, captured: _CapturedPass) -> Tensor:
-        """CAM's channel weights: rows of the final linear layer, checked to be the whole head."""
-        logits = captured.logits
-        pooled = captured.activations.squeeze(1).mean(dim=(-2, -1))
-        linear = self._classifier
-        if linear is not None and linear.in_features == pooled.shape[1]:
-            bias = None if linear.bias is None else linear.bias.float()
-            predicted = F.linear(pooled, linear.weight.float(), bias)
-            tolerance = 1e-3 if self.autocast is None else 5e-2
-            scale = float(logits.abs().max()) or 1.0
-            if torch.allclose(predicted, logits, rtol=tolerance, atol=tolerance * scale):
-                return linear.weight.float()[captured.targets]
-        raise MethodNotApplicableError(
-            "CAM needs the target layer to feed global average pooling and one linear "
-            f"classifier, and layer {captured.layer!r} of this model does not; use gradcam instead"
-        )
-
-    def _score_cam_weights(self, batch: Tensor, activations: Tensor, chosen: Tensor) -> Tensor:
-        """Score-CAM's channel weights: the target probability for each masked input."""
-        feature_maps = activations.squeeze(1)
-        batch_size, channels = feature_maps.shape[:2]
-        masks_source = feature_maps.reshape(batch_size * channels, 1, *feature_maps.shape[-2:])
-        weights = torch.empty(batch_size * channels, chosen.shape[1], device=batch.device)
-        with torch.no_grad():
-            for start in range(0, batch_size * channels, self.score_cam_batch_size):
-                rows = torch.arange(
-                    start,
-                    min(start + self.score_cam_batch_size, batch_size * channels),
-                    device=batch.device,
-                )
-                images = rows // channels
-                masks = normalize_maps(
-                    F.interpolate(
-                        masks_source[rows],
-                        size=batch.shape[-2:],
-                        mode="bilinear",
-                        align_corners=False,
-                    )
-                )
-                probabilities = torch.softmax(self._forward(batch[images] * masks).float(), dim=1)
-                weights[rows] = probabilities.gather(1, chosen[images])
-        return weights.reshape(batch_size, channels, -1).transpose(1, 2)
+        return [
+            torch.stack([grads[index] for grads in per_rank], dim=1).float()
+            for index in range(len(activations))
+        ]
 
 
 def _batched_gradients(
-    logits: Tensor, activation: Tensor, chosen: Tensor, record: LayerCapture
-) -> Tensor | None:
+    logits: Tensor, activations: list[Tensor], chosen: Tensor
+) -> list[Tensor] | None:
     """All ranks' gradients from one vmapped backward pass, or ``None`` if it is unsupported."""
     one_hot = torch.zeros(
         (chosen.shape[1], *logits.shape), dtype=logits.dtype, device=logits.device
     )
     one_hot.scatter_(2, chosen.T.unsqueeze(-1), 1.0)
-    record.capture_gradients = False  # under vmap the hook sees batched tensors: not ours to keep
     try:
-        (gradients,) = torch.autograd.grad(
-            logits, activation, grad_outputs=one_hot, is_grads_batched=True, retain_graph=True
+        gradients = torch.autograd.grad(
+            logits, activations, grad_outputs=one_hot, is_grads_batched=True, retain_graph=True
         )
     except RuntimeError:
         logger.debug("no batched backward for this head; one pass per target instead")
         return None
-    finally:
-        record.capture_gradients = True
-    return gradients.transpose(0, 1).float()
+    return [gradient.transpose(0, 1).float() for gradient in gradients]
+
+
+def _repeat_ranks(image: RenderedImage, ranks: int) -> RenderedImage:
+    """A class-agnostic rendering repeated for each of ``ranks`` targets."""
+    return RenderedImage(
+        maps=image.maps.expand(ranks, -1, -1),
+        heatmaps=image.heatmaps.expand(ranks, -1, -1),
+        overlays=image.overlays.expand(ranks, -1, -1, -1),
+    )

@@ -1,45 +1,39 @@
-"""Capture one layer's activation and its gradient for the span of a ``with`` block.
+"""Capture layers' activations, as tensors to differentiate against, for a ``with`` block.
 
-A forward hook on the target module copies the module's output into a fresh leaf tensor that
-requires grad, registers a tensor hook on that leaf to record its gradient, and hands a clone of
-the leaf back to the network. Three consequences:
+A forward hook on each target module records the module's output and hands a clone of it back
+to the network. With ``track_gradient``, the first captured layer's output becomes a fresh leaf
+that requires grad; a deeper captured layer's output, already downstream of that leaf, is
+recorded as it is (a copy in the graph). Three consequences:
 
-* the autograd graph starts at the target layer, so a backward pass from the class scores only
-  runs through the head of the network (the parameters are frozen by the engine);
-* in-place operations after the layer (``ReLU(inplace=True)``) modify the clone, never the
+* the autograd graph starts at the shallowest target layer, so a backward pass from the class
+  scores only runs through the network above it (the parameters are frozen by the engine), and
+  one backward pass reaches every captured layer;
+* in-place operations after a layer (``ReLU(inplace=True)``) modify the clone, never the
   recorded activation;
-* both hooks are removed when the block exits, also when the model raises.
+* the hooks are removed when the block exits, also when the model raises.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from app.engine.errors import UnknownLayerError
 
-__all__ = ["LayerCapture", "capture_layer", "count_hooks"]
+__all__ = ["LayerCapture", "capture_layer", "capture_layers", "count_hooks"]
 
 
 @dataclass
 class LayerCapture:
-    """What the hooks recorded during one forward (and backward) pass."""
+    """What the hook recorded during one forward pass."""
 
     layer_name: str
     calls: int = 0
-    capture_gradients: bool = True
-    """Whether the tensor hook keeps what it sees (off during a vmapped backward pass)."""
     activation: Tensor | None = None
-    gradients: list[Tensor] = field(default_factory=list)
-
-    def keep_gradient(self, gradient: Tensor) -> None:
-        """The tensor hook: record the gradient flowing into the captured activation."""
-        if self.capture_gradients:
-            self.gradients.append(gradient)
 
     def require_activation(self) -> Tensor:
         """The recorded activation, checked to be a single (B, C, H, W) map."""
@@ -59,9 +53,9 @@ class LayerCapture:
 def capture_layer(
     layer: nn.Module, layer_name: str, *, track_gradient: bool
 ) -> Iterator[LayerCapture]:
-    """Record ``layer``'s output (and, with ``track_gradient``, its gradient) inside the block."""
+    """Record ``layer``'s output inside the block; with ``track_gradient``, as a tensor in the
+    autograd graph that gradients can be taken against."""
     record = LayerCapture(layer_name)
-    tensor_handles: list[RemovableHandle] = []
 
     def on_forward(_module: nn.Module, _inputs: object, output: object) -> Tensor:
         if not isinstance(output, Tensor) or output.dim() != 4:
@@ -76,21 +70,32 @@ def capture_layer(
                 "choose an earlier layer"
             )
         record.calls += 1
-        leaf = output.detach().clone()
-        if track_gradient:
-            leaf.requires_grad_(True)
-            handle = leaf.register_hook(record.keep_gradient)  # type: ignore[no-untyped-call]
-            tensor_handles.append(handle)
-        record.activation = leaf
-        return leaf.clone() if track_gradient else output
+        if not track_gradient:
+            record.activation = output.detach().clone()
+            return output
+        if output.requires_grad:  # downstream of a shallower captured layer
+            record.activation = output.clone()
+        else:
+            record.activation = output.detach().clone().requires_grad_(True)
+        return record.activation.clone()
 
-    module_handle = layer.register_forward_hook(on_forward)
+    handle: RemovableHandle = layer.register_forward_hook(on_forward)
     try:
         yield record
     finally:
-        module_handle.remove()
-        for handle in tensor_handles:
-            handle.remove()
+        handle.remove()
+
+
+@contextmanager
+def capture_layers(
+    layers: Mapping[str, nn.Module], *, track_gradient: bool
+) -> Iterator[dict[str, LayerCapture]]:
+    """``capture_layer`` for several named layers at once, all hooks removed on exit."""
+    with ExitStack() as stack:
+        yield {
+            name: stack.enter_context(capture_layer(module, name, track_gradient=track_gradient))
+            for name, module in layers.items()
+        }
 
 
 def count_hooks(model: nn.Module) -> int:

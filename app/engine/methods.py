@@ -1,138 +1,209 @@
-"""The CAM family: each method is one small function over the captured layer.
+"""The CAM family: each method is one small function of a ``MethodContext``.
 
-Shapes: ``activations`` is (B, 1, C, h, w) and broadcasts against a per-target ``signal``:
-
-* gradients of each target score, (B, K, C, h, w), for the gradient methods;
-* channel weights, (B, K, C), that the engine computed for CAM (classifier rows) and Score-CAM
-  (class probabilities of masked inputs).
-
-A method returns either channel weights (B, K, C), which the shared pipeline turns into maps by
-``weighted_sum``, or finished maps (B, K, h, w). Every formula runs in float32 on the device the
-tensors live on.
+The engine runs one hooked forward pass (and, when any requested method needs them, one backward
+pass) and hands every method the same context: the layer's activations (B, 1, C, h, w), the
+gradients of each target score (B, K, C, h, w), the targets (B, K), the logits, the model input,
+a forward function, and the model's classifier. A method returns raw maps (B, K, h, w), or
+(B, 1, h, w) when it is class-agnostic. Every formula runs in float32 on the tensors' device.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F  # noqa: N812
+from torch import Tensor, nn
 
-from app.engine.errors import UnknownMethodError
+from app.engine.errors import MethodNotApplicableError, UnknownMethodError
+from app.engine.render import normalize_maps
 
 __all__ = [
-    "EPS",
+    "GRADCAM_PP_EPS",
     "METHODS",
+    "XGRADCAM_EPS",
     "CamMethod",
-    "Output",
-    "Signal",
+    "MethodContext",
+    "find_classifier",
     "get_method",
     "weighted_sum",
 ]
 
-EPS = 1e-6
-"""The one stabiliser for the divisions in the formulas below (the value pytorch-grad-cam uses
-in Grad-CAM++, where it visibly matters for small gradients)."""
+GRADCAM_PP_EPS = 1e-6
+"""Grad-CAM++'s stabiliser (pytorch-grad-cam's value, where it visibly matters for small
+gradients)."""
+XGRADCAM_EPS = 1e-7
+"""XGrad-CAM's stabiliser (pytorch-grad-cam's value). Where a channel's activation sum is itself
+tiny (random-init MobileNetV3-small ``features``: every sum under 1e-5), a larger constant would
+dominate the division and change the map."""
 
 _SPATIAL = (-2, -1)
 
 
-class Signal(StrEnum):
-    """What a method needs besides the activations."""
+@dataclass(frozen=True)
+class MethodContext:
+    """What one hooked pass produced for one layer, and what a method may run on top of it."""
 
-    GRADIENTS = "gradients"
-    CLASSIFIER_WEIGHTS = "classifier_weights"
-    MASKED_SCORES = "masked_scores"
-    NONE = "none"
+    layer: str
+    activations: Tensor
+    """(B, 1, C, h, w) float32, detached."""
+    gradients: Tensor | None
+    """(B, K, C, h, w) float32: d(target score)/d(activations); ``None`` when no requested
+    method needs them."""
+    targets: Tensor
+    """(B, K) int64 class indices."""
+    logits: Tensor
+    """(B, classes) float32."""
+    inputs: Tensor
+    """The model input (B, 3, H, W) of the pass."""
+    forward: Callable[[Tensor], Tensor]
+    """Logits of a batch of model inputs (Score-CAM's masked passes)."""
+    classifier: nn.Linear | None
+    """The model's final linear layer, if it has one (CAM)."""
+    logit_tolerance: float = 1e-3
+    """Relative tolerance when CAM checks that the classifier reproduces the logits."""
+    chunk_size: int = 64
+    """Masked inputs per Score-CAM forward pass."""
+    checkpoint: Callable[[], None] = lambda: None
+    """Called between chunks of extra work; raises to abandon the computation."""
+
+    def require_gradients(self) -> Tensor:
+        if self.gradients is None:  # pragma: no cover - the engine supplies them when needed
+            raise ValueError(f"no gradients were captured for layer {self.layer!r}")
+        return self.gradients
 
 
-class Output(StrEnum):
-    CHANNEL_WEIGHTS = "channel_weights"
-    MAPS = "maps"
-
-
-MethodFn = Callable[[Tensor, Tensor | None], Tensor]
+MethodFn = Callable[[MethodContext], Tensor]
 
 
 @dataclass(frozen=True)
 class CamMethod:
     name: str
     title: str
-    signal: Signal
-    output: Output
     compute: MethodFn
-
-    @property
-    def needs_gradients(self) -> bool:
-        return self.signal is Signal.GRADIENTS
-
-
-def _required(signal: Tensor | None) -> Tensor:
-    if signal is None:  # pragma: no cover - the engine always supplies it
-        raise ValueError("this method needs a signal tensor")
-    return signal
+    needs_gradients: bool
+    class_agnostic: bool = False
+    """One map per image whatever the targets (the map does not depend on the class)."""
 
 
-def given_channel_weights(_activations: Tensor, weights: Tensor | None) -> Tensor:
-    """CAM and Score-CAM: the engine already computed one weight per channel and target.
-
-    * CAM, Zhou et al., "Learning Deep Features for Discriminative Localization", CVPR 2016
-      (arXiv:1512.04150): the target class's row of the linear layer after global average pooling.
-    * Score-CAM, Wang et al., "Score-CAM: Score-Weighted Visual Explanations for Convolutional
-      Neural Networks", CVPR-W 2020 (arXiv:1910.01279): the softmax probability of the target
-      class for the input masked by each upsampled, normalised channel.
-    """
-    return _required(weights)
+def find_classifier(model: nn.Module) -> nn.Linear | None:
+    """The model's classifier for CAM: its last ``nn.Linear`` module, if any."""
+    linears = [module for module in model.modules() if isinstance(module, nn.Linear)]
+    return linears[-1] if linears else None
 
 
-def grad_cam(_activations: Tensor, gradients: Tensor | None) -> Tensor:
+def weighted_sum(activations: Tensor, weights: Tensor) -> Tensor:
+    """Maps (B, K, h, w) from activations (B, 1, C, h, w) and channel weights (B, K, C)."""
+    maps: Tensor = torch.einsum("bkc,bchw->bkhw", weights, activations.squeeze(1))
+    return maps
+
+
+def cam(context: MethodContext) -> Tensor:
+    """CAM, Zhou et al., "Learning Deep Features for Discriminative Localization", CVPR 2016
+    (arXiv:1512.04150): the target class's row of the linear layer that follows global average
+    pooling weighs the channels. Refused unless that layer reproduces the model's logits."""
+    return weighted_sum(context.activations, _classifier_rows(context))
+
+
+def _classifier_rows(context: MethodContext) -> Tensor:
+    linear = context.classifier
+    pooled = context.activations.squeeze(1).mean(dim=_SPATIAL)
+    if linear is not None and linear.in_features == pooled.shape[1]:
+        bias = None if linear.bias is None else linear.bias.float()
+        predicted = F.linear(pooled, linear.weight.float(), bias)
+        tolerance = context.logit_tolerance
+        scale = float(context.logits.abs().max()) or 1.0
+        if torch.allclose(predicted, context.logits, rtol=tolerance, atol=tolerance * scale):
+            return linear.weight.float()[context.targets]
+    raise MethodNotApplicableError(
+        "CAM needs the target layer to feed global average pooling and one linear "
+        f"classifier, and layer {context.layer!r} of this model does not; use gradcam instead"
+    )
+
+
+def grad_cam(context: MethodContext) -> Tensor:
     """Grad-CAM, Selvaraju et al., ICCV 2017 (arXiv:1610.02391), eq. 1: the spatial mean of the
     gradient of the class score is each channel's weight."""
-    return _required(gradients).mean(dim=_SPATIAL)
+    weights = context.require_gradients().mean(dim=_SPATIAL)
+    return weighted_sum(context.activations, weights)
 
 
-def grad_cam_plus_plus(activations: Tensor, gradients: Tensor | None) -> Tensor:
+def grad_cam_plus_plus(context: MethodContext) -> Tensor:
     """Grad-CAM++, Chattopadhyay et al., WACV 2018 (arXiv:1710.11063), eq. 19 with the
     exponential-score identity: alpha = g^2 / (2 g^2 + sum(A) g^3), zero where g is zero, and
     the weight is the alpha-weighted sum of the positive gradients."""
-    grads = _required(gradients)
+    grads = context.require_gradients()
     grads_sq = grads.pow(2)
-    activation_sums = activations.sum(dim=_SPATIAL, keepdim=True)
-    alpha = grads_sq / (2 * grads_sq + activation_sums * grads_sq * grads + EPS)
+    activation_sums = context.activations.sum(dim=_SPATIAL, keepdim=True)
+    alpha = grads_sq / (2 * grads_sq + activation_sums * grads_sq * grads + GRADCAM_PP_EPS)
     alpha = torch.where(grads != 0, alpha, torch.zeros_like(alpha))
-    return (grads.clamp_min(0) * alpha).sum(dim=_SPATIAL)
+    weights = (grads.clamp_min(0) * alpha).sum(dim=_SPATIAL)
+    return weighted_sum(context.activations, weights)
 
 
-def xgrad_cam(activations: Tensor, gradients: Tensor | None) -> Tensor:
+def xgrad_cam(context: MethodContext) -> Tensor:
     """XGrad-CAM, Fu et al., BMVC 2020 (arXiv:2008.02312), eq. 14: gradients weighted by the
-    activation's share of its channel sum."""
-    grads = _required(gradients)
+    activation's share of its channel sum. Ill-conditioned where a channel's sum is near zero
+    (signed activations, e.g. before a ReLU): such channels dominate the map."""
+    activations = context.activations
     activation_sums = activations.sum(dim=_SPATIAL, keepdim=True)
-    return (grads * activations / (activation_sums + EPS)).sum(dim=_SPATIAL)
+    shares = activations / (activation_sums + XGRADCAM_EPS)
+    weights = (context.require_gradients() * shares).sum(dim=_SPATIAL)
+    return weighted_sum(activations, weights)
 
 
-def hires_cam(activations: Tensor, gradients: Tensor | None) -> Tensor:
+def hires_cam(context: MethodContext) -> Tensor:
     """HiResCAM, Draelos & Carin, 2020 (arXiv:2011.08891): the element-wise product of gradient
     and activation, summed over channels."""
-    return (_required(gradients) * activations).sum(dim=-3)
+    return (context.require_gradients() * context.activations).sum(dim=-3)
 
 
-def layer_cam(activations: Tensor, gradients: Tensor | None) -> Tensor:
+def layer_cam(context: MethodContext) -> Tensor:
     """LayerCAM, Jiang et al., IEEE TIP 2021 (doi:10.1109/TIP.2021.3089943), eq. 6: positive
     gradients as per-location weights of the activation, summed over channels."""
-    return (_required(gradients).clamp_min(0) * activations).sum(dim=-3)
+    return (context.require_gradients().clamp_min(0) * context.activations).sum(dim=-3)
 
 
-def eigen_cam(activations: Tensor, _signal: Tensor | None) -> Tensor:
+def score_cam(context: MethodContext) -> Tensor:
+    """Score-CAM, Wang et al., "Score-CAM: Score-Weighted Visual Explanations for Convolutional
+    Neural Networks", CVPR-W 2020 (arXiv:1910.01279): each channel's weight is the softmax
+    probability of the target class for the input masked by that channel, upsampled and
+    min-max normalised."""
+    return weighted_sum(context.activations, _masked_scores(context))
+
+
+def _masked_scores(context: MethodContext) -> Tensor:
+    """(B, K, C): the target probabilities of every (image, channel) masked input, computed in
+    chunks of ``chunk_size`` inputs, with ``checkpoint`` called between chunks."""
+    inputs, chosen = context.inputs, context.targets
+    feature_maps = context.activations.squeeze(1)
+    batch_size, channels = feature_maps.shape[:2]
+    masks_source = feature_maps.reshape(batch_size * channels, 1, *feature_maps.shape[-2:])
+    weights = torch.empty(batch_size * channels, chosen.shape[1], device=inputs.device)
+    with torch.no_grad():
+        for start in range(0, batch_size * channels, context.chunk_size):
+            context.checkpoint()
+            rows = torch.arange(
+                start, min(start + context.chunk_size, batch_size * channels), device=inputs.device
+            )
+            images = rows // channels
+            upsampled = F.interpolate(
+                masks_source[rows], size=inputs.shape[-2:], mode="bilinear", align_corners=False
+            )
+            logits = context.forward(inputs[images] * normalize_maps(upsampled))
+            weights[rows] = torch.softmax(logits.float(), dim=1).gather(1, chosen[images])
+    return weights.reshape(batch_size, channels, -1).transpose(1, 2)
+
+
+def eigen_cam(context: MethodContext) -> Tensor:
     """Eigen-CAM, Muhammad & Yeasin, IJCNN 2020 (arXiv:2008.00299): the projection of the
-    centred activations on their first principal component. Class-agnostic.
+    centred activations on their first principal component. Class-agnostic: one map per image.
 
     The singular vector's sign is arbitrary; it is oriented so that its channel loadings sum
     to a non-negative number, i.e. the map is high where the layer responds strongly.
     """
-    feature_maps = activations.squeeze(1)
+    feature_maps = context.activations.squeeze(1)
     batch, channels, height, width = feature_maps.shape
     samples = feature_maps.reshape(batch, channels, height * width).transpose(1, 2)
     samples = torch.nan_to_num(samples)
@@ -144,33 +215,17 @@ def eigen_cam(activations: Tensor, _signal: Tensor | None) -> Tensor:
     return projection.reshape(batch, 1, height, width)
 
 
-def weighted_sum(activations: Tensor, weights: Tensor) -> Tensor:
-    """Maps (B, K, h, w) from activations (B, 1, C, h, w) and channel weights (B, K, C)."""
-    maps: Tensor = torch.einsum("bkc,bchw->bkhw", weights, activations.squeeze(1))
-    return maps
-
-
 METHODS: dict[str, CamMethod] = {
     method.name: method
     for method in (
-        CamMethod(
-            "cam", "CAM", Signal.CLASSIFIER_WEIGHTS, Output.CHANNEL_WEIGHTS, given_channel_weights
-        ),
-        CamMethod("gradcam", "Grad-CAM", Signal.GRADIENTS, Output.CHANNEL_WEIGHTS, grad_cam),
-        CamMethod(
-            "gradcam++", "Grad-CAM++", Signal.GRADIENTS, Output.CHANNEL_WEIGHTS, grad_cam_plus_plus
-        ),
-        CamMethod("xgradcam", "XGrad-CAM", Signal.GRADIENTS, Output.CHANNEL_WEIGHTS, xgrad_cam),
-        CamMethod("hirescam", "HiResCAM", Signal.GRADIENTS, Output.MAPS, hires_cam),
-        CamMethod("layercam", "LayerCAM", Signal.GRADIENTS, Output.MAPS, layer_cam),
-        CamMethod(
-            "scorecam",
-            "Score-CAM",
-            Signal.MASKED_SCORES,
-            Output.CHANNEL_WEIGHTS,
-            given_channel_weights,
-        ),
-        CamMethod("eigencam", "Eigen-CAM", Signal.NONE, Output.MAPS, eigen_cam),
+        CamMethod("cam", "CAM", cam, needs_gradients=False),
+        CamMethod("gradcam", "Grad-CAM", grad_cam, needs_gradients=True),
+        CamMethod("gradcam++", "Grad-CAM++", grad_cam_plus_plus, needs_gradients=True),
+        CamMethod("xgradcam", "XGrad-CAM", xgrad_cam, needs_gradients=True),
+        CamMethod("hirescam", "HiResCAM", hires_cam, needs_gradients=True),
+        CamMethod("layercam", "LayerCAM", layer_cam, needs_gradients=True),
+        CamMethod("scorecam", "Score-CAM", score_cam, needs_gradients=False),
+        CamMethod("eigencam", "Eigen-CAM", eigen_cam, needs_gradients=False, class_agnostic=True),
     )
 }
 

@@ -1,14 +1,16 @@
 """Turn layer-resolution maps into full-resolution heatmaps and overlays, on the maps' device.
 
-The steps, batched over every image of the same size: ReLU, per-map min-max normalisation,
-bilinear upsampling (``align_corners=False``, the half-pixel convention that OpenCV's
-``INTER_LINEAR`` also uses) to the original width × height, a second min-max normalisation (an
-interior peak falls between output pixels, so the upsampled maximum is slightly below 1),
-8-bit quantisation, colormap lookup and alpha blending over the original pixels.
+The steps, batched over every image of the same size and render options: ReLU, bilinear
+upsampling (``align_corners=False``, the half-pixel convention that OpenCV's ``INTER_LINEAR``
+also uses) to the original width × height, per-map min-max normalisation, 8-bit quantisation,
+colormap lookup and alpha blending over the original pixels. Upsampling is linear and min-max
+normalisation undoes any positive scale and shift, so maps already normalised at the layer's
+resolution (``CamMaps.layer_maps``) and raw maps render to the same image.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,9 +25,11 @@ from app.engine.preprocess import group_by_size
 __all__ = [
     "DEFAULT_ALPHA",
     "FLAT_TOLERANCE",
+    "RenderOptions",
     "RenderedImage",
     "normalize_maps",
     "render",
+    "render_each",
     "upsample_maps",
     "validate_alpha",
 ]
@@ -35,6 +39,14 @@ FLAT_TOLERANCE = 1e-6
 (float rounding noise, not signal) and normalises to all zeros."""
 
 DEFAULT_ALPHA = 0.5
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How one image's maps are drawn over it."""
+
+    alpha: float = DEFAULT_ALPHA
+    colormap: str = DEFAULT_COLORMAP
 
 
 @dataclass(frozen=True)
@@ -82,13 +94,34 @@ def render(
         )
     alpha = validate_alpha(alpha)
     table = colormap_table(colormap, layer_maps.device)
-    positive = normalize_maps(layer_maps.float().clamp_min(0))
+    positive = layer_maps.float().clamp_min(0)
     rendered: dict[int, RenderedImage] = {}
     for size, indices in group_by_size(images).items():
         group = positive[indices]
         originals = torch.stack([images[i] for i in indices])
         images_out = _render_group(group, originals, size, alpha, table)
         rendered.update(zip(indices, images_out, strict=True))
+    return [rendered[i] for i in range(len(images))]
+
+
+def render_each(
+    layer_maps: Tensor, images: Sequence[Tensor], options: Sequence[RenderOptions]
+) -> list[RenderedImage]:
+    """``render`` with each image's own options; images sharing options render together."""
+    if len(options) != len(images):
+        raise ValueError(f"got {len(options)} render options for {len(images)} images")
+    groups: dict[RenderOptions, list[int]] = defaultdict(list)
+    for index, option in enumerate(options):
+        groups[option].append(index)
+    rendered: dict[int, RenderedImage] = {}
+    for option, indices in groups.items():
+        group = render(
+            layer_maps[indices],
+            [images[i] for i in indices],
+            alpha=option.alpha,
+            colormap=option.colormap,
+        )
+        rendered.update(zip(indices, group, strict=True))
     return [rendered[i] for i in range(len(images))]
 
 

@@ -67,7 +67,9 @@ class LabelStudioBackend:
     def model_version(self) -> str:
         """Names what produced a prediction: camserve's version, model, method and layer."""
         valid = self.service.validate(self._request(top_k=1))
-        return f"camserve-{__version__}:{valid.model.name}:{valid.methods[0]}:{valid.layer}"
+        return (
+            f"camserve-{__version__}:{valid.model.name}:{valid.methods[0]}:{','.join(valid.layers)}"
+        )
 
     async def predict(
         self,
@@ -145,7 +147,8 @@ class LabelStudioBackend:
     ) -> list[LabeledClass]:
         """The control's most likely mapped classes, each with its regions (found once per
         class and kept in ``regions_by_rank`` for the image's other controls)."""
-        result = outcome.results[0]
+        result = outcome.result
+        maps = result.maps[0]
         chosen: list[LabeledClass] = []
         for rank, class_index in enumerate(result.targets):
             label = control.project_label(outcome.model.labels[class_index], self.options.label_map)
@@ -156,7 +159,7 @@ class LabelStudioBackend:
                 if rank not in regions_by_rank:
                     regions_by_rank[rank] = await self.service.in_pool(
                         find_regions,
-                        result.heatmaps[rank],
+                        maps.heatmaps[maps.entry(rank)],
                         self.options.threshold,
                         largest_only=self.options.largest_only,
                     )

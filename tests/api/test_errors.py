@@ -13,8 +13,9 @@ import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api import explain_routes
 from app.api.errors import status_for
-from app.engine.engine import CamEngine, CamMaps
+from app.engine.engine import BatchExplanation, CamEngine
 from app.engine.methods import METHODS
 from app.labeling.task_images import (
     ImageFetchFailedError,
@@ -204,7 +205,7 @@ def test_fault_in_the_worker_is_a_generic_500_and_the_next_request_succeeds(
         raise RuntimeError(SECRET)
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.worker.render", broken_render)
+        patch.setattr("app.engine.engine.render_each", broken_render)
         for route in ("/v1/cam", "/v1/explain"):
             response = post_image(client, route, params={"model": "tiny"})
             message = assert_error(response, 500, "internal_error")
@@ -233,7 +234,7 @@ def test_faults_are_counted_as_500(client: TestClient, monkeypatch: pytest.Monke
         raise RuntimeError(SECRET)
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.worker.render", broken_render)
+        patch.setattr("app.engine.engine.render_each", broken_render)
         assert post_image(client, params={"model": "tiny"}).status_code == 500
     metrics = client.get("/metrics").text
     assert 'camserve_requests_total{route="/v1/cam",status="500"}' in metrics
@@ -243,19 +244,19 @@ def test_faults_are_counted_as_500(client: TestClient, monkeypatch: pytest.Monke
 
 
 class BlockedEngine:
-    """Holds the worker inside ``engine.compute`` until released."""
+    """Holds the worker inside the engine's pipeline until released."""
 
     def __init__(self, engine: CamEngine, monkeypatch: pytest.MonkeyPatch) -> None:
         self.entered = threading.Event()
         self.release = threading.Event()
-        compute = engine.compute
+        explain_all = engine.explain_all
 
-        def blocked(*args: Any, **kwargs: Any) -> CamMaps:
+        def blocked(*args: Any, **kwargs: Any) -> BatchExplanation:
             self.entered.set()
             assert self.release.wait(BLOCK_TIMEOUT_S)
-            return compute(*args, **kwargs)
+            return explain_all(*args, **kwargs)
 
-        monkeypatch.setattr(engine, "compute", blocked)
+        monkeypatch.setattr(engine, "explain_all", blocked)
 
 
 @pytest.fixture
@@ -302,13 +303,45 @@ def test_full_queue_is_429_with_retry_after(client: TestClient, blocked: Blocked
     assert_still_serving(client)
 
 
-def test_more_methods_than_the_queue_holds_is_429_and_queues_nothing(
-    client: TestClient,
+def test_a_full_queue_refuses_before_reading_the_upload(
+    client: TestClient, blocked: BlockedEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    response = post_image(
-        client, "/v1/explain", params={"model": "tiny", "method": "gradcam,layercam,eigencam"}
-    )
-    assert_error(response, 429, "queue_full")
+    """An undecodable body would be a 400 if it were read: with the queue full it is a 429,
+    and the upload reader is never called."""
+    reads: list[int] = []
+    read_upload = explain_routes.read_image_upload
+
+    async def counted(*args: Any, **kwargs: Any) -> bytes:
+        reads.append(1)
+        return await read_upload(*args, **kwargs)
+
+    monkeypatch.setattr(explain_routes, "read_image_upload", counted)
+    with ThreadPoolExecutor(max_workers=QUEUE_SIZE + 1) as pool:
+        running = pool.submit(post_image, client, params={"model": "tiny"})
+        assert blocked.entered.wait(BLOCK_TIMEOUT_S)
+        waiting = [
+            pool.submit(post_image, client, params={"model": "tiny"}) for _ in range(QUEUE_SIZE)
+        ]
+        wait_for_depth(client, QUEUE_SIZE)
+        assert len(reads) == QUEUE_SIZE + 1
+        for route in ("/v1/cam", "/v1/explain"):
+            refused = post_image(client, route, b"not an image", params={"model": "tiny"})
+            assert_error(refused, 429, "queue_full")
+        assert len(reads) == QUEUE_SIZE + 1
+        assert post_image(client, data=b"not an image").status_code == 429
+        blocked.release.set()
+        statuses = [future.result(BLOCK_TIMEOUT_S).status_code for future in [running, *waiting]]
+    assert statuses == [200] * (QUEUE_SIZE + 1)
+    assert_error(post_image(client, data=b"not an image", params={"model": "tiny"}), 400)
+    assert service_of(client).worker._reserved == 0  # every slot given back
+    assert_still_serving(client)
+
+
+def test_several_methods_take_one_queue_slot(client: TestClient) -> None:
+    methods = "gradcam,layercam,eigencam"
+    response = post_image(client, "/v1/explain", params={"model": "tiny", "method": methods})
+    assert response.status_code == 200, response.text
+    assert [entry["method"] for entry in response.json()["explanations"]] == methods.split(",")
     assert service_of(client).worker.depth == 0
     assert_still_serving(client)
 

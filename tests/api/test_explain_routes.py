@@ -249,16 +249,46 @@ def test_explain_several_methods_and_top_k(client: TestClient) -> None:
     assert body["layer"] == "layer4"
     assert body["methods"] == methods
     assert (body["width"], body["height"]) == (WIDTH, HEIGHT)
+    assert body["layers"] == ["layer4"]
     explanations = body["explanations"]
-    assert len(explanations) == len(methods) * 3
+    # Eigen-CAM is class-agnostic: one map, named after the first explained class
+    expected = [("gradcam", r) for r in range(3)] + [("layercam", r) for r in range(3)]
+    assert [(e["method"], e["rank"] - 1) for e in explanations] == [*expected, ("eigencam", 0)]
     predictions = body["predictions"]
-    for index, explained in enumerate(explanations):
-        rank = index % 3
-        assert explained["method"] == methods[index // 3]
-        assert explained["rank"] == rank + 1
+    for explained in explanations:
+        rank = explained["rank"] - 1
+        assert explained["layer"] == "layer4"
+        assert explained["class_agnostic"] == (explained["method"] == "eigencam")
         assert explained["class_index"] == predictions[rank]["index"]
         assert explained["label"] == TINY_LABELS[explained["class_index"]]
         assert explained["probability"] == pytest.approx(predictions[rank]["probability"])
+
+
+def test_explain_two_layers_equal_two_single_layer_requests(client: TestClient) -> None:
+    both = explain(
+        client, method="gradcam,eigencam", layer="layer3,layer4", include="raw_map,heatmap"
+    )
+    assert both["layers"] == ["layer3", "layer4"]
+    entries = both["explanations"]
+    assert [(e["layer"], e["method"]) for e in entries] == [
+        (layer, method) for layer in ("layer3", "layer4") for method in ("gradcam", "eigencam")
+    ]
+    for layer in ("layer3", "layer4"):
+        single = explain(client, method="gradcam,eigencam", layer=layer, include="raw_map,heatmap")
+        assert single["layers"] == [layer]
+        for alone in single["explanations"]:
+            (together,) = [
+                e for e in entries if (e["layer"], e["method"]) == (layer, alone["method"])
+            ]
+            difference = np.abs(np.array(together["raw_map"]) - np.array(alone["raw_map"]))
+            assert float(difference.max()) <= 1e-5
+            assert together["heatmap"] == alone["heatmap"]
+
+
+def test_cam_refuses_several_layers(client: TestClient) -> None:
+    response = post_image(client, "/v1/cam", params={"layer": "layer3,layer4"})
+    assert response.status_code == 422
+    assert "one layer" in response.json()["error"]["message"]
 
 
 def test_explain_predictions_are_sorted_probabilities(client: TestClient) -> None:
@@ -330,7 +360,7 @@ def test_explain_overlay_format(
 
 
 IMAGE_FIELDS = {"overlay", "overlay_media_type", "heatmap", "mask"}
-CORE_FIELDS = {"method", "rank", "class_index", "label", "probability"}
+CORE_FIELDS = {"method", "layer", "rank", "class_index", "label", "probability", "class_agnostic"}
 
 
 def test_explain_default_include_is_the_two_images(client: TestClient) -> None:

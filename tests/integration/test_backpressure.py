@@ -101,12 +101,20 @@ async def _send_then_hang_up(server: LiveServer, leave: asyncio.Event) -> None:
 async def _disconnect_while_queued(server: LiveServer) -> tuple[httpx.Response, float, float]:
     async with httpx.AsyncClient(timeout=120) as client:
         before = await scrape(client, server)
-        # One request, two jobs: Score-CAM runs while Grad-CAM waits -> queue depth 1.
+        # Score-CAM runs while a Grad-CAM request waits -> queue depth 1.
         holder = asyncio.ensure_future(
             client.post(
                 server.url("/v1/explain"),
-                params={"model": "tiny", "method": "scorecam,gradcam"},
+                params=SLOW,
                 content=image_bytes(WIDTH, HEIGHT, seed=1),
+                headers={"Content-Type": "image/png"},
+            )
+        )
+        waiter = asyncio.ensure_future(
+            client.post(
+                server.url("/v1/explain"),
+                params={"model": "tiny", "method": "gradcam"},
+                content=image_bytes(WIDTH, HEIGHT, seed=3),
                 headers={"Content-Type": "image/png"},
             )
         )
@@ -123,6 +131,7 @@ async def _disconnect_while_queued(server: LiveServer) -> tuple[httpx.Response, 
         await poll_until_async(lambda: depth_is(1), what="the leaving request left the queue")
         assert not holder.done(), "the slow job ended before the check; it proves nothing"
         held = await holder
+        assert (await waiter).status_code == 200
         after = await scrape(client, server)
     batches = after.value("camserve_batch_size_count") - before.value("camserve_batch_size_count")
     gone = after.value("camserve_requests_total", route=CAM_ROUTE, status="499") - before.value(
@@ -135,7 +144,7 @@ def test_a_client_that_disconnects_while_queued_is_dropped(server: LiveServer) -
     held, batches, gone = asyncio.run(_disconnect_while_queued(server))
 
     assert held.status_code == 200, held.text
-    assert batches == 2, "only the two jobs of the request that stayed were computed"
+    assert batches == 2, "only the jobs of the two requests that stayed were computed"
     assert gone == 1, "the request whose client left is logged as 499"
     started = time.monotonic()
     response = httpx.post(

@@ -166,8 +166,9 @@ def test_choosing_another_class_explains_it(web: WebPage, images: dict[str, Path
     first_canvas = web.canvas()
 
     second_body = web.explain_after("check", f"#classes input[value='{second}']")
-    assert f"target={second}" in web.api_calls[-1]
-    second_heatmap = heatmap_of(only_explanation(second_body))
+    assert "top_k=2" in web.api_calls[-1]  # the top two classes: one request, no target
+    (second_entry,) = [e for e in second_body["explanations"] if e["class_index"] == second]
+    second_heatmap = heatmap_of(second_entry)
     assert [card["classIndex"] for card in web.cards()] == [str(first), str(second)]
     web.screenshot("two-classes")
     calls = len(web.api_calls)
@@ -188,13 +189,13 @@ def test_several_methods_are_shown_side_by_side(web: WebPage, images: dict[str, 
     choose_model(web, "tiny")
     first = web.upload(images["photo.png"])
     top = first["predictions"][0]["index"]
-    web.page.check("#methods input[value='gradcam++']")
+    web.page.check("#methods input[value='gradcam++']")  # one request per change of methods
     web.wait_until_idle()
     body = web.explain_after("check", "#methods input[value='eigencam']")
 
     assert web.api_calls[-1].startswith("POST /v1/explain?model=tiny&method=eigencam&")
-    assert f"target={top}" in web.api_calls[-1]
-    assert [e["method"] for e in body["explanations"]] == ["eigencam"]
+    assert "top_k=1" in web.api_calls[-1]
+    assert [(e["method"], e["class_index"]) for e in body["explanations"]] == [("eigencam", top)]
     cards = web.cards()
     assert [card["method"] for card in cards] == ["gradcam", "gradcam++", "eigencam"]
     assert cards[1]["caption"].startswith("Grad-CAM++ ")

@@ -354,18 +354,37 @@ function showHeadline(response) {
   ui.headlineModel.textContent = `top prediction of ${response.model}`;
 }
 
-/** One request per chosen class that lacks some chosen methods. */
+/**
+ * Whatever the chosen classes lack: one request for every missing method when those classes
+ * are among the top predictions (top_k), otherwise one request per class.
+ */
 async function explainChosen(signal) {
   const methods = chosenMethods();
   const requests = chosenClasses()
     .map((classIndex) => [classIndex, methods.filter((method) => !isExplained(method, classIndex))])
     .filter(([, missing]) => missing.length > 0);
+  if (requests.length === 0) return;
+  const topK = topRanksCovering(requests.map(([classIndex]) => classIndex));
+  if (topK !== null) {
+    const missing = methods.filter((method) => requests.some(([, lacking]) => lacking.includes(method)));
+    const params = { ...requestParams(missing), top_k: topK };
+    await keep(await api.explain(state.file, params, signal), signal);
+    return;
+  }
   await Promise.all(
     requests.map(async ([classIndex, missing]) => {
       const params = { ...requestParams(missing), target: classIndex };
       await keep(await api.explain(state.file, params, signal), signal);
     }),
   );
+}
+
+/** The k whose top-k predictions include every one of `classes`, or null if one is not there. */
+function topRanksCovering(classes) {
+  const ranks = classes.map((classIndex) =>
+    state.predictions.findIndex((prediction) => String(prediction.index) === String(classIndex)),
+  );
+  return ranks.some((rank) => rank < 0) ? null : Math.max(...ranks) + 1;
 }
 
 /** The query of every /v1/explain request the page sends. */
@@ -389,8 +408,8 @@ async function keep(response, signal) {
   );
   throwIfAborted(signal);
   for (const explained of decoded) {
-    const { method, class_index: classIndex } = explained.entry;
-    state.explained.set(explainedKey(method, classIndex), explained);
+    const { method, class_index: classIndex, class_agnostic: agnostic } = explained.entry;
+    state.explained.set(explainedKey(method, agnostic ? ANY_CLASS : classIndex), explained);
   }
   state.served = { model: response.model, layer: response.layer };
 }
@@ -419,8 +438,17 @@ function explainedKey(method, classIndex) {
   return `${method}|${classIndex}`;
 }
 
+/** A class-agnostic map (Eigen-CAM) comes once and stands for every class. */
+const ANY_CLASS = '*';
+
+function explainedFor(method, classIndex) {
+  return (
+    state.explained.get(explainedKey(method, classIndex)) ?? state.explained.get(explainedKey(method, ANY_CLASS))
+  );
+}
+
 function isExplained(method, classIndex) {
-  return state.explained.has(explainedKey(method, classIndex));
+  return explainedFor(method, classIndex) !== undefined;
 }
 
 // ---------------------------------------------------------------------------- showing
@@ -431,7 +459,7 @@ function render() {
   const rows = chosenClasses().map((classIndex) => ({
     prediction: state.predictions.find((prediction) => prediction.index === classIndex),
     cards: methods.map((method) => {
-      const explained = state.explained.get(explainedKey(method, classIndex));
+      const explained = explainedFor(method, classIndex);
       return explained ? new ExplanationCard(ui.cardTemplate, explained, state.fileStem, enlarge) : null;
     }),
   }));
