@@ -617,6 +617,30 @@ def test_submit_is_all_or_nothing_when_the_queue_is_full() -> None:
     run(scenario())
 
 
+def test_reserved_slots_count_against_the_queue_until_used_or_released() -> None:
+    async def scenario() -> None:
+        worker, _ = make_worker({}, max_batch_size=2, queue_size=3)
+        held = [worker.reserve(), worker.reserve()]
+        worker.submit([make_job()])  # the third slot
+        with pytest.raises(QueueFullError):
+            worker.reserve()
+        with pytest.raises(QueueFullError):
+            worker.submit([make_job()])
+        worker.submit([make_job()], held[0])  # a held slot is used, not counted twice
+        assert worker.depth == 2
+        worker.release(held[0])  # already used: nothing to give back
+        with pytest.raises(QueueFullError):
+            worker.reserve()
+        worker.release(held[1])
+        worker.release(held[1])  # twice is harmless
+        spare = worker.reserve()
+        assert worker._reserved == 1
+        worker.release(spare)
+        assert worker._reserved == 0
+
+    run(scenario())
+
+
 def test_retry_after_grows_with_the_measured_batch_time() -> None:
     async def scenario() -> None:
         worker, _ = make_worker({}, max_batch_size=2, queue_size=4)
