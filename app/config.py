@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.engine.devices import AUTOCAST_DTYPES
 from app.engine.imaging import DEFAULT_MAX_PIXELS
-from app.labeling.regions import parse_threshold
+from app.engine.regions import parse_threshold
 
 __all__ = ["Settings", "load_settings"]
 

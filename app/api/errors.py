@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.engine import errors
 from app.labeling import task_images
-from app.service import ClientDisconnectedError
+from app.serving.service import ClientDisconnectedError
 
 __all__ = ["error_response", "install_error_handlers", "status_for"]
 

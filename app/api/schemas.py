@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.engine.colormaps import COLORMAPS, DEFAULT_COLORMAP
 from app.engine.errors import ExplanationError
 from app.engine.methods import METHODS
-from app.labeling.regions import DEFAULT_THRESHOLD
-from app.service import ExplainRequest
+from app.engine.regions import DEFAULT_THRESHOLD
+from app.serving.service import ExplainRequest
 
 __all__ = [
     "INCLUDE_OPTIONS",

@@ -7,14 +7,6 @@ from typing import Annotated
 
 import typer
 
-from app.batch import (
-    ExplainOptions,
-    FileResult,
-    InputFile,
-    explain_files,
-    find_images,
-    write_summary,
-)
 from app.cli.common import (
     ArchitectureOption,
     BatchSizeOption,
@@ -29,6 +21,14 @@ from app.cli.common import (
     console,
     fail,
     progress_bar,
+)
+from app.cli.folder_explainer import (
+    ExplainOptions,
+    FileResult,
+    InputFile,
+    explain_files,
+    find_images,
+    write_summary,
 )
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError

@@ -32,12 +32,12 @@ from numpy.typing import NDArray
 from PIL import Image
 from torch import Tensor
 
-from app.batch import InputFile
+from app.cli.folder_explainer import InputFile
 from app.engine.engine import CamEngine, Explanation
 from app.engine.errors import CamserveError, ImageError
 from app.engine.imaging import DecodedImage, decode_image, encode_image
 from app.engine.methods import get_method
-from app.labeling.regions import Box, Region, Threshold, find_regions
+from app.engine.regions import Box, Region, Threshold, find_regions
 
 __all__ = [
     "DEFAULT_FIELD",

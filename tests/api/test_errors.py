@@ -22,7 +22,7 @@ from app.labeling.task_images import (
     ImageReferenceRefusedError,
     TaskImageError,
 )
-from app.service import Service
+from app.serving.service import Service
 from tests.api.helpers import assert_error, make_settings, post_image, serving, worker_hook_count
 
 MAX_TOP_K = 4
@@ -189,7 +189,7 @@ def test_fault_in_the_worker_is_a_generic_500_and_the_next_request_succeeds(
         raise RuntimeError(SECRET)
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.worker.render", broken_render)
+        patch.setattr("app.serving.worker.render", broken_render)
         for route in ("/v1/cam", "/v1/explain"):
             response = post_image(client, route, params={"model": "tiny"})
             message = assert_error(response, 500, "internal_error")
@@ -206,7 +206,7 @@ def test_fault_while_encoding_is_a_generic_500(
         raise ValueError(SECRET)
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.service.encode_image", broken_encode)
+        patch.setattr("app.serving.service.encode_image", broken_encode)
         response = post_image(client, params={"model": "tiny"})
         assert_error(response, 500, "internal_error")
         assert SECRET not in response.text
@@ -218,7 +218,7 @@ def test_faults_are_counted_as_500(client: TestClient, monkeypatch: pytest.Monke
         raise RuntimeError(SECRET)
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.worker.render", broken_render)
+        patch.setattr("app.serving.worker.render", broken_render)
         assert post_image(client, params={"model": "tiny"}).status_code == 500
     metrics = client.get("/metrics").text
     assert 'camserve_requests_total{route="/v1/cam",status="500"}' in metrics

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from app.engine.colormaps import colormap_table
-from app.labeling.regions import Threshold, find_regions
+from app.engine.regions import Threshold, find_regions
 from tests.api.helpers import PNG, decode, make_settings, pixels, post_image, serving
 from tests.support import TINY_LABELS, image_bytes
 

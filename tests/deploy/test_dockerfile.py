@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.healthcheck import check
+from app.serving.healthcheck import check
 from tests.integration.live import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,10 +22,11 @@ import pytest
 import torch
 from PIL import Image
 
-from app.batch import InputFile, find_images
+from app.cli.folder_explainer import InputFile, find_images
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError, UnknownMethodError
 from app.engine.imaging import decode_image
+from app.engine.regions import Threshold, find_regions
 from app.engine.registry import load_model
 from app.labeling.fiftyone_export import (
     HEATMAP_RANGE,
@@ -38,7 +39,6 @@ from app.labeling.fiftyone_export import (
     prediction_field,
     relative_box,
 )
-from app.labeling.regions import Threshold, find_regions
 from app.model_store import find_spec
 from tests.support import TINY_LABELS, write_test_models
 

@@ -28,9 +28,9 @@ from app.engine.errors import (
 )
 from app.engine.imaging import DecodedImage, decode_image, encode_image
 from app.engine.methods import get_method
-from app.hub import ModelHub, ServedModel
-from app.metrics import Metrics
-from app.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions
+from app.serving.prometheus import Metrics
+from app.serving.served_models import ModelHub, ServedModel
+from app.serving.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions
 
 __all__ = ["ClientDisconnectedError", "ExplainRequest", "Outcome", "Service", "ValidRequest"]
 

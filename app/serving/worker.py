@@ -31,7 +31,7 @@ from app.engine.errors import (
     UnknownModelError,
 )
 from app.engine.render import render
-from app.metrics import Metrics
+from app.serving.prometheus import Metrics
 
 __all__ = ["BatchKey", "BatchingWorker", "Job", "JobResult", "RenderOptions"]
 

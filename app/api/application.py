@@ -26,14 +26,14 @@ from app.api.middleware import RequestContextMiddleware
 from app.config import Settings, load_settings
 from app.engine.devices import resolve_device
 from app.engine.engine import CamEngine
-from app.hub import ModelHub
 from app.labeling.labelstudio_backend import LabelStudioBackend
 from app.labeling.task_images import ImageSourceConfig, TaskImageFetcher
-from app.logs import configure_logging
-from app.metrics import Metrics
-from app.service import Service
+from app.serving.logs import configure_logging
+from app.serving.prometheus import Metrics
+from app.serving.served_models import ModelHub
+from app.serving.service import Service
+from app.serving.worker import BatchingWorker
 from app.web import routes as web_routes
-from app.worker import BatchingWorker
 
 __all__ = ["create_app"]
 

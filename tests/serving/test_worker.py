@@ -23,8 +23,8 @@ from app.engine.errors import (
 from app.engine.hooks import count_hooks
 from app.engine.preprocess import Preprocessing
 from app.engine.render import render
-from app.metrics import Metrics
-from app.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions
+from app.serving.prometheus import Metrics
+from app.serving.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions
 from tests.engine.models_for_tests import SmallConvNet
 
 T = TypeVar("T")

@@ -27,7 +27,7 @@ from app.engine.manifest import ModelSpec, load_manifests
 from app.engine.methods import METHODS
 from app.engine.registry import load_model
 from app.engine.targets import class_index
-from app.worker import warm_up
+from app.serving.worker import warm_up
 
 __all__ = ["LoadState", "ModelHub", "ServedModel"]
 
