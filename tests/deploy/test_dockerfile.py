@@ -115,7 +115,7 @@ def test_the_start_command_serves_and_the_healthcheck_reports_it(tmp_path: Path)
     port = free_port()
     (healthcheck,) = instructions("HEALTHCHECK")
     probe = json.loads(healthcheck.split(" CMD ", 1)[1])
-    assert probe == ["python", "-m", "app.healthcheck"]
+    assert probe == ["python", "-m", "app.serving.healthcheck"]
     probe_environment = {**os.environ, "CAMSERVE_PORT": str(port)}
     probe_command = [sys.executable, *probe[1:]]
 
