@@ -35,7 +35,8 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import httpx
 
-from app.engine.errors import CamserveError, PayloadTooLargeError
+from app.engine.errors import CamserveError
+from app.serving.errors import PayloadTooLargeError
 
 __all__ = [
     "CLOUD_SCHEMES",

@@ -16,17 +16,12 @@ import torch
 from app.config import Settings
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
-from app.engine.errors import (
-    CamserveError,
-    InvalidTargetError,
-    ManifestError,
-    NotReadyError,
-    UnknownModelError,
-)
+from app.engine.errors import CamserveError, InvalidTargetError, ManifestError, UnknownModelError
 from app.engine.manifest import ModelSpec, load_manifests
 from app.engine.methods import METHODS
 from app.engine.registry import load_model
 from app.engine.targets import class_index
+from app.serving.errors import NotReadyError
 from app.serving.worker import warm_up
 
 __all__ = ["LoadState", "ModelHub", "ServedModel"]

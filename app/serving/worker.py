@@ -24,13 +24,9 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from app.engine.engine import CamEngine, CamMaps
-from app.engine.errors import (
-    DeadlineExceededError,
-    QueueFullError,
-    ShuttingDownError,
-    UnknownModelError,
-)
+from app.engine.errors import UnknownModelError
 from app.engine.render import render
+from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 from app.serving.prometheus import Metrics
 
 __all__ = ["BatchKey", "BatchingWorker", "Job", "JobResult", "RenderOptions"]

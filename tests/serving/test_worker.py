@@ -14,15 +14,11 @@ import torch
 from torch import Tensor
 
 from app.engine.engine import CamEngine, CamMaps
-from app.engine.errors import (
-    MethodNotApplicableError,
-    QueueFullError,
-    ShuttingDownError,
-    UnknownModelError,
-)
+from app.engine.errors import MethodNotApplicableError, UnknownModelError
 from app.engine.hooks import count_hooks
 from app.engine.preprocess import Preprocessing
 from app.engine.render import render
+from app.serving.errors import QueueFullError, ShuttingDownError
 from app.serving.prometheus import Metrics
 from app.serving.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions
 from tests.engine.models_for_tests import SmallConvNet
