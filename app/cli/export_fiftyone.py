@@ -23,9 +23,10 @@ from app.cli.common import (
     fail,
     progress_bar,
 )
-from app.cli.folder_explainer import IMAGE_SUFFIXES, InputFile, find_images
+from app.config import DEFAULT_MODELS_DIR
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
+from app.engine.image_files import IMAGE_SUFFIXES, InputFile, find_images
 from app.engine.regions import parse_threshold
 from app.engine.registry import load_model
 from app.labeling.fiftyone_export import (
@@ -34,7 +35,6 @@ from app.labeling.fiftyone_export import (
     ExportSummary,
     export_images,
 )
-from app.model_store import DEFAULT_MODELS_DIR
 
 __all__ = ["export_fiftyone"]
 

@@ -32,9 +32,9 @@ from numpy.typing import NDArray
 from PIL import Image
 from torch import Tensor
 
-from app.cli.folder_explainer import InputFile
 from app.engine.engine import CamEngine, Explanation
 from app.engine.errors import CamserveError, ImageError
+from app.engine.image_files import InputFile
 from app.engine.imaging import DecodedImage, decode_image, encode_image
 from app.engine.methods import get_method
 from app.engine.regions import Box, Region, Threshold, find_regions

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 
 import torch
 
@@ -24,7 +26,7 @@ from app.engine.targets import class_index
 from app.serving.errors import NotReadyError
 from app.serving.worker import warm_up
 
-__all__ = ["LoadState", "ModelHub", "ServedModel"]
+__all__ = ["LoadState", "ModelHub", "ServedModel", "find_spec", "select_specs"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +83,7 @@ class ModelHub:
     finished: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
-        self.specs = _select(load_manifests(self.settings.models_dir), self.settings.models)
+        self.specs = select_specs(self.settings.models_dir, self.settings.models)
         self.states = {spec.name: LoadState.LOADING for spec in self.specs}
 
     def load_all(self) -> dict[str, CamEngine]:
@@ -165,13 +167,21 @@ class ModelHub:
         return model
 
 
-def _select(specs: list[ModelSpec], names: list[str]) -> list[ModelSpec]:
+def select_specs(models_dir: Path, names: Sequence[str]) -> list[ModelSpec]:
+    """The manifests in ``models_dir`` called ``names``, in that order (every manifest when
+    ``names`` is empty); an error names the missing ones and lists what the folder holds."""
+    specs = load_manifests(models_dir)
     if not names:
         return specs
     by_name = {spec.name: spec for spec in specs}
-    missing = [name for name in names if name not in by_name]
+    missing = ", ".join(repr(name) for name in names if name not in by_name)
     if missing:
-        raise ManifestError(
-            f"no manifest for {', '.join(missing)} (available: {', '.join(by_name) or 'none'})"
-        )
+        available = ", ".join(by_name) or "none"
+        raise ManifestError(f"no model {missing} in {models_dir} (available: {available})")
     return [by_name[name] for name in names]
+
+
+def find_spec(models_dir: Path, name: str) -> ModelSpec:
+    """The manifest called ``name`` in ``models_dir``."""
+    (spec,) = select_specs(models_dir, [name])
+    return spec

@@ -22,9 +22,9 @@ import pytest
 import torch
 from PIL import Image
 
-from app.cli.folder_explainer import InputFile, find_images
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError, UnknownMethodError
+from app.engine.image_files import InputFile, find_images
 from app.engine.imaging import decode_image
 from app.engine.regions import Threshold, find_regions
 from app.engine.registry import load_model
@@ -39,7 +39,7 @@ from app.labeling.fiftyone_export import (
     prediction_field,
     relative_box,
 )
-from app.model_store import find_spec
+from app.serving.served_models import find_spec
 from tests.support import TINY_LABELS, write_test_models
 
 FIELD_TYPE = "fiftyone.core.fields.EmbeddedDocumentField(fiftyone.core.labels.{})"
