@@ -1,4 +1,5 @@
-"""``GET /v1/models``: what each served model offers."""
+"""``GET /v1/models``: what each served model offers, read from one snapshot of the hub (the
+worker thread may still be adding models)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ router = APIRouter(tags=["models"])
 
 @router.get("/models", response_model=ModelsResponse, summary="List the served models")
 async def list_models(service: ServiceDep) -> ModelsResponse:
-    hub = service.hub
+    snapshot = service.hub.snapshot()
     return ModelsResponse(
         models=[
             ModelInfo(
@@ -30,7 +31,7 @@ async def list_models(service: ServiceDep) -> ModelsResponse:
                 input_size=model.input_size,
                 device=model.device,
             )
-            for model in hub.models.values()
+            for model in snapshot.models
         ],
-        failed=dict(hub.failures),
+        failed=snapshot.failures,
     )

@@ -31,11 +31,10 @@ def build_service(settings: Settings, on_fatal: Callable[[str], None] | None = N
             engines = hub.load_all()
         except Exception as error:
             logger.exception("loading the models failed")
-            hub.failures.setdefault("(all)", f"{type(error).__name__}: {error}")
-            hub.finished.set()
+            hub.abandon(error)
             engines = {}
         if not engines:
-            message = "no model could be loaded: " + "; ".join(hub.failures.values())
+            message = "no model could be loaded: " + "; ".join(hub.snapshot().failures.values())
             logger.critical(message)
             if on_fatal is not None:
                 on_fatal(message)
