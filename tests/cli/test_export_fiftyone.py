@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -19,14 +17,6 @@ from tests.support import TINY_LABELS, write_test_models
 runner = CliRunner()
 
 SIZES = {"a.png": (40, 30), "nested/b.jpg": (50, 70), "nested/deeper/c.bmp": (24, 36)}
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture

@@ -13,13 +13,11 @@ import importlib
 import importlib.abc
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 from app.engine.engine import CamEngine
@@ -47,15 +45,6 @@ INT_FIELD = "fiftyone.core.fields.IntField"
 FLOAT_FIELD = "fiftyone.core.fields.FloatField"
 SIZES = {"a.png": (40, 30), "nested/b.jpg": (50, 70), "nested/deeper/c.webp": (33, 33)}
 """Relative path → (width, height) of the test images."""
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny models gain nothing from intra-op threads, which only spin on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
