@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
 from app.cli import cli
-from tests.support import TINY_LABELS, write_test_models
+from tests.support import TINY_LABELS, write_image_folder, write_test_models
 
 runner = CliRunner()
 
@@ -26,13 +25,7 @@ def models_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def images(tmp_path: Path) -> Path:
-    folder = tmp_path / "images"
-    rng = np.random.default_rng(3)
-    for relative, (width, height) in SIZES.items():
-        path = folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path)
-    (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated at once")
+    folder = write_image_folder(tmp_path / "images", SIZES, seed=3)
     (folder / "nested" / "notes.txt").write_text("not an image")
     return folder
 

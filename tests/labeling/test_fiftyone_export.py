@@ -38,7 +38,7 @@ from app.labeling.fiftyone_export import (
     relative_box,
 )
 from app.serving.served_models import find_spec
-from tests.support import TINY_LABELS, write_test_models
+from tests.support import TINY_LABELS, write_image_folder, write_test_models
 
 FIELD_TYPE = "fiftyone.core.fields.EmbeddedDocumentField(fiftyone.core.labels.{})"
 INT_FIELD = "fiftyone.core.fields.IntField"
@@ -55,14 +55,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> CamEngine:
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("images")
-    rng = np.random.default_rng(7)
-    for relative, (width, height) in SIZES.items():
-        path = folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path)
-    (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n but nothing after")
-    return folder
+    return write_image_folder(tmp_path_factory.mktemp("images"), SIZES, seed=7)
 
 
 def export(
