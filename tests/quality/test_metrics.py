@@ -10,17 +10,19 @@ import numpy.typing as npt
 import pytest
 import torch
 
-from app.quality.metrics import (
-    DEFAULT_THRESHOLDS,
-    Box,
+from app.quality.faithfulness import (
     area_under_curve,
     average_drop_and_increase,
-    best_threshold_iou,
-    box_iou,
-    boxes_from_map,
     deletion_curve,
     explanation_masked,
     insertion_curve,
+)
+from app.quality.metrics import (
+    DEFAULT_THRESHOLDS,
+    Box,
+    best_threshold_iou,
+    box_iou,
+    boxes_from_map,
     localization_iou,
     pointing_game_hit,
 )
