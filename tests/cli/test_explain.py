@@ -112,38 +112,21 @@ def test_explain_top_k_and_csv_summary(models_dir: Path, images: Path, tmp_path:
     assert ",gradcam++,layer4," in row
 
 
-def test_explain_reports_bad_parameters(models_dir: Path, images: Path, tmp_path: Path) -> None:
-    result = runner.invoke(
-        cli,
-        [
-            "explain",
-            str(images),
-            "-o",
-            str(tmp_path),
-            "--model",
-            "nope",
-            "--models-dir",
-            str(models_dir),
-        ],
-    )
+@pytest.mark.parametrize(
+    ("option", "value", "messages"),
+    [
+        ("--model", "nope", ["no model 'nope'", "tiny"]),
+        ("--method", "magic", ["unknown method 'magic'"]),
+    ],
+)
+def test_explain_reports_bad_parameters(
+    models_dir: Path, images: Path, tmp_path: Path, option: str, value: str, messages: list[str]
+) -> None:
+    arguments = ["explain", str(images), "-o", str(tmp_path), option, value]
+    result = runner.invoke(cli, [*arguments, "--models-dir", str(models_dir)])
     assert result.exit_code == 1
-    assert "no model 'nope'" in result.output
-    assert "tiny" in result.output
-    result = runner.invoke(
-        cli,
-        [
-            "explain",
-            str(images),
-            "-o",
-            str(tmp_path),
-            "--method",
-            "magic",
-            "--models-dir",
-            str(models_dir),
-        ],
-    )
-    assert result.exit_code == 1
-    assert "unknown method 'magic'" in result.output
+    for message in messages:
+        assert message in result.output
 
 
 def test_models_lists_the_manifests(models_dir: Path) -> None:
