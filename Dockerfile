@@ -67,5 +67,5 @@ RUN if [ "$FETCH_WEIGHTS" = "all" ]; then \
     fi
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=180s --retries=3 \
-    CMD ["python", "-m", "app.healthcheck"]
+    CMD ["python", "-m", "app.serving.healthcheck"]
 CMD ["camserve", "serve"]

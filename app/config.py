@@ -13,9 +13,11 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.engine.devices import AUTOCAST_DTYPES
 from app.engine.imaging import DEFAULT_MAX_PIXELS
-from app.labeling.regions import parse_threshold
+from app.engine.regions import parse_threshold
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["DEFAULT_MODELS_DIR", "Settings", "load_settings"]
+
+DEFAULT_MODELS_DIR = Path("models")
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 
@@ -33,7 +35,7 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Interface to listen on (0.0.0.0 in containers).")
     port: int = Field(8000, ge=1, le=65535, description="TCP port.")
-    models_dir: Path = Field(Path("models"), description="Folder of model manifests (*.toml).")
+    models_dir: Path = Field(DEFAULT_MODELS_DIR, description="Folder of model manifests (*.toml).")
     models: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Comma-separated model names to serve; empty serves every manifest.",

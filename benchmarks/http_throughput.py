@@ -18,10 +18,10 @@ machine its CPU use is part of what is measured.
 
 Usage::
 
-    python benchmarks/http_throughput.py
-    python benchmarks/http_throughput.py --batch-sizes 8 16 32 --concurrency 1 8 32 --rounds 8
-    python benchmarks/http_throughput.py --format jpeg --server-env CAMSERVE_CODEC_THREADS=1
-    OMP_NUM_THREADS=1 python benchmarks/http_throughput.py   # one torch thread, engine and server
+    python -m benchmarks.http_throughput            # from the repository root
+    python -m benchmarks.http_throughput --batch-sizes 8 16 32 --concurrency 1 8 32 --rounds 8
+    python -m benchmarks.http_throughput --format jpeg --server-env CAMSERVE_CODEC_THREADS=1
+    OMP_NUM_THREADS=1 python -m benchmarks.http_throughput   # one torch thread, engine and server
 """
 
 from __future__ import annotations
@@ -32,10 +32,7 @@ import io
 import os
 import platform
 import shlex
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,6 +51,8 @@ from app.engine.engine import CamEngine
 from app.engine.imaging import decode_image, encode_image
 from app.engine.manifest import load_manifests
 from app.engine.registry import load_model
+from scripts.live_server import ServerProcess as Server
+from scripts.live_server import camserve_environment, running, start_camserve
 
 MODEL = "resnet50"
 WIDTH, HEIGHT = 640, 480
@@ -173,16 +172,6 @@ def _median_ms(run: Callable[[], object], repeats: int) -> float:
 # ------------------------------------------------------------------------------- server
 
 
-@dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    base_url: str
-    log_path: Path
-
-    def log_tail(self, chars: int = 4000) -> str:
-        return self.log_path.read_text(errors="replace")[-chars:]
-
-
 def process_cpu_seconds(pid: int) -> float:
     """User + system CPU time of process ``pid`` (Linux ``/proc``; NaN elsewhere)."""
     try:
@@ -192,63 +181,17 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @contextmanager
 def running_server(
     models_dir: Path, work_dir: Path, settings: dict[str, object], extra_env: dict[str, str]
 ) -> Iterator[Server]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAMSERVE_")}
-    env.update({"CAMSERVE_MODELS_DIR": str(models_dir), "CAMSERVE_LOG_LEVEL": "warning"})
-    env.update({f"CAMSERVE_{key.upper()}": str(value) for key, value in settings.items()})
-    env.update(extra_env)
-    log_path = work_dir / f"server-{port}.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            cwd=work_dir,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server(process, f"http://127.0.0.1:{port}", log_path)
-    try:
-        wait_ready(server)
+    env = camserve_environment(models_dir, settings, extra=extra_env)
+    with running(
+        start_camserve(env, work_dir, name="server"),
+        start_timeout_s=START_TIMEOUT_S,
+        stop_timeout_s=STOP_TIMEOUT_S,
+    ) as server:
         yield server
-    finally:
-        stop(server)
-
-
-def wait_ready(server: Server) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    with httpx.Client(timeout=5) as client:
-        while time.monotonic() < deadline:
-            if server.process.poll() is not None:
-                raise RuntimeError(f"server exited while starting:\n{server.log_tail()}")
-            try:
-                if client.get(server.base_url + "/readyz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-    raise RuntimeError(f"server not ready within {START_TIMEOUT_S:g} s:\n{server.log_tail()}")
-
-
-def stop(server: Server) -> None:
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGTERM)
-    try:
-        server.process.wait(STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
 
 
 # ------------------------------------------------------------------------------- load

@@ -29,9 +29,9 @@ import torch
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from app.api.application import create_app
 from app.api.schemas import DEFAULT_INCLUDE, INCLUDE_OPTIONS
 from app.config import Settings
-from app.main import create_app
 from app.quality.scenes import scene_at
 
 WIDTH, HEIGHT = 1200, 900

@@ -43,10 +43,10 @@ from scripts.labelstudio_servers import (
     Admin,
     BasicAuth,
     E2EError,
-    Service,
     start_camserve,
     start_label_studio,
 )
+from scripts.live_server import ServerError, ServerProcess
 
 __all__ = [
     "INSTALL_HINT",
@@ -200,13 +200,13 @@ def run_e2e(label_studio: Path, work_dir: Path) -> Report:
     tasks = scene_tasks()
     _write_scenes(tasks, work_dir)
     admin, auth = Admin(), BasicAuth()
-    services: list[Service] = []
+    services: list[ServerProcess] = []
     try:
         studio_service = start_label_studio(
             label_studio, work_dir / "label-studio", work_dir / "files", admin
         )
         services.append(studio_service)
-        report.timings["Label Studio start"] = studio_service.wait_until_up(
+        report.timings["Label Studio start"] = studio_service.wait_until_ok(
             "/health", LABEL_STUDIO_START_TIMEOUT_S
         )
         studio = LabelStudio(studio_service.base_url, admin.token)
@@ -216,13 +216,13 @@ def run_e2e(label_studio: Path, work_dir: Path) -> Report:
                 work_dir / "camserve", studio_service.base_url, token, work_dir / "files", auth
             )
             services.append(camserve)
-            report.timings["camserve start"] = camserve.wait_until_up(
+            report.timings["camserve start"] = camserve.wait_until_ok(
                 "/readyz", CAMSERVE_START_TIMEOUT_S
             )
             _exercise(studio, camserve, tasks, auth, report)
         finally:
             studio.close()
-    except E2EError as error:
+    except (E2EError, ServerError) as error:
         report.failures.append(str(error))
     finally:
         for service in reversed(services):
@@ -240,7 +240,11 @@ def _write_scenes(tasks: list[SceneTask], work_dir: Path) -> None:
 
 
 def _exercise(
-    studio: LabelStudio, camserve: Service, tasks: list[SceneTask], auth: BasicAuth, report: Report
+    studio: LabelStudio,
+    camserve: ServerProcess,
+    tasks: list[SceneTask],
+    auth: BasicAuth,
+    report: Report,
 ) -> None:
     """Project, tasks, backend, predictions, checks: everything between start and stop."""
     report.model_version = _model_version(camserve, auth)
@@ -275,7 +279,7 @@ def _exercise(
     report.failures += _request_problems(report.backend_requests)
 
 
-def _model_version(camserve: Service, auth: BasicAuth) -> str:
+def _model_version(camserve: ServerProcess, auth: BasicAuth) -> str:
     """What camserve's ``/setup`` answers, asked directly: the version predictions must carry."""
     response = httpx.post(
         camserve.base_url + "/labelstudio/setup",
@@ -312,7 +316,7 @@ def _outcome(
     return outcome
 
 
-def _backend_requests(camserve: Service) -> dict[tuple[str, str], float]:
+def _backend_requests(camserve: ServerProcess) -> dict[tuple[str, str], float]:
     """camserve's own count of the requests it answered under /labelstudio, by route and status."""
     text = httpx.get(camserve.base_url + "/metrics", timeout=30).text
     return {

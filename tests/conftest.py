@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -23,6 +24,17 @@ def device(request: pytest.FixtureRequest) -> torch.device:
 @pytest.fixture(autouse=True)
 def _seeded() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """The test models are tiny and gain nothing from intra-op threads; on a machine shared
+    with other test processes, threads spin-waiting for each other make a pass up to a hundred
+    times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

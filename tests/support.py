@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -35,3 +36,18 @@ def image_bytes(
     buffer = io.BytesIO()
     Image.fromarray(pixels).save(buffer, image_format)
     return buffer.getvalue()
+
+
+BROKEN_PNG = b"\x89PNG\r\n\x1a\n and nothing after the signature"
+
+
+def write_image_folder(folder: Path, sizes: Mapping[str, tuple[int, int]], seed: int = 0) -> Path:
+    """Random RGB images at ``sizes`` (relative path → (width, height)), each in the format its
+    suffix names, plus ``broken.png``: a PNG signature and nothing more."""
+    rng = np.random.default_rng(seed)
+    for relative, (width, height) in sizes.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path)
+    (folder / "broken.png").write_bytes(BROKEN_PNG)
+    return folder

@@ -9,7 +9,7 @@ import secrets
 
 from fastapi import Request
 
-from app.engine.errors import BasicAuthError, UnauthorizedError
+from app.serving.errors import BasicAuthError, UnauthorizedError
 
 __all__ = ["require_api_key", "require_basic_auth"]
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.service import Service
+from app.serving.service import Service
 
 __all__ = ["ServiceDep"]
 

@@ -17,7 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.engine import errors
 from app.labeling import task_images
-from app.service import ClientDisconnectedError
+from app.serving import errors as service_errors
+from app.serving.service import ClientDisconnectedError
 
 __all__ = ["error_response", "install_error_handlers", "status_for"]
 
@@ -27,15 +28,15 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.CamserveError], int], ...] = (
     (errors.TooManyPixelsError, 413),
     (errors.UnsupportedImageModeError, 415),
     (errors.ImageError, 400),
-    (errors.UnauthorizedError, 401),
+    (service_errors.UnauthorizedError, 401),
     (errors.UnknownModelError, 404),
-    (errors.PayloadTooLargeError, 413),
-    (errors.UnsupportedMediaTypeError, 415),
+    (service_errors.PayloadTooLargeError, 413),
+    (service_errors.UnsupportedMediaTypeError, 415),
     (errors.ExplanationError, 422),
-    (errors.QueueFullError, 429),
-    (errors.NotReadyError, 503),
-    (errors.ShuttingDownError, 503),
-    (errors.DeadlineExceededError, 504),
+    (service_errors.QueueFullError, 429),
+    (service_errors.NotReadyError, 503),
+    (service_errors.ShuttingDownError, 503),
+    (service_errors.DeadlineExceededError, 504),
     (task_images.ImageReferenceRefusedError, 400),
     (task_images.ImageFetchTimeoutError, 504),
     (task_images.ImageFetchFailedError, 502),
@@ -64,11 +65,11 @@ async def _camserve_error(_request: Request, error: Exception) -> JSONResponse:
     if status == 500:
         return await _unexpected_error(_request, error)
     headers: dict[str, str] = {}
-    if isinstance(error, errors.QueueFullError):
+    if isinstance(error, service_errors.QueueFullError):
         headers["Retry-After"] = str(error.retry_after_s)
-    if isinstance(error, errors.NotReadyError | errors.ShuttingDownError):
+    if isinstance(error, service_errors.NotReadyError | service_errors.ShuttingDownError):
         headers["Retry-After"] = "5"
-    if isinstance(error, errors.UnauthorizedError):
+    if isinstance(error, service_errors.UnauthorizedError):
         headers["WWW-Authenticate"] = error.challenge
     return error_response(status, error.code, str(error), headers or None)
 

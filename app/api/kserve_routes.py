@@ -25,8 +25,9 @@ from starlette.types import Message
 from app.api import explain_routes
 from app.api.deps import ServiceDep
 from app.api.schemas import ErrorResponse, ExplainParams, ExplainResponse, Prediction
-from app.engine.errors import NotAnImageError, PayloadTooLargeError, UnsupportedMediaTypeError
-from app.service import Service
+from app.engine.errors import NotAnImageError
+from app.serving.errors import PayloadTooLargeError, UnsupportedMediaTypeError
+from app.serving.service import Service
 
 __all__ = ["router"]
 

@@ -61,7 +61,7 @@ async def health(request: Request, backend: BackendDep) -> JSONResponse:
     body = {
         "status": "UP" if ready else "DOWN",
         "model_dir": str(request.app.state.settings.models_dir),
-        "models": sorted(service.hub.models),
+        "models": sorted(model.name for model in service.hub.snapshot().models),
     }
     return JSONResponse(body, status_code=200 if ready else 503)
 

@@ -14,8 +14,8 @@ import uuid
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.logs import REQUEST_ID
-from app.metrics import Metrics
+from app.serving.logs import REQUEST_ID
+from app.serving.prometheus import Metrics
 
 __all__ = ["RequestContextMiddleware"]
 

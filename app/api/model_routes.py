@@ -1,4 +1,5 @@
-"""``GET /v1/models``: what each served model offers."""
+"""``GET /v1/models``: what each served model offers, read from one snapshot of the hub (the
+worker thread may still be adding models)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ router = APIRouter(tags=["models"])
 
 @router.get("/models", response_model=ModelsResponse, summary="List the served models")
 async def list_models(service: ServiceDep) -> ModelsResponse:
-    hub = service.hub
+    snapshot = service.hub.snapshot()
     return ModelsResponse(
-        models=[ModelInfo.model_validate(model) for model in hub.models.values()],
-        failed=dict(hub.failures),
+        models=[ModelInfo.model_validate(model) for model in snapshot.models],
+        failed=snapshot.failures,
     )

@@ -26,11 +26,12 @@ async def healthz() -> Health:
     summary="Readiness: every model loaded and warmed",
 )
 async def readyz(service: ServiceDep) -> JSONResponse:
-    hub = service.hub
+    ready = service.hub.ready and not service.worker.stopping
+    snapshot = service.hub.snapshot()
     body = Readiness(
-        ready=hub.ready and not service.worker.stopping,
-        models={name: state.value for name, state in hub.states.items()},
-        failed=dict(hub.failures),
+        ready=ready,
+        models={name: state.value for name, state in snapshot.states.items()},
+        failed=snapshot.failures,
     )
     return JSONResponse(body.model_dump(), status_code=200 if body.ready else 503)
 

@@ -9,9 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.engine.colormaps import COLORMAPS, DEFAULT_COLORMAP
 from app.engine.errors import ExplanationError
 from app.engine.methods import METHODS
-from app.labeling.regions import DEFAULT_THRESHOLD
-from app.service import ExplainRequest
-from app.worker import PREDICTIONS as WORKER_PREDICTIONS
+from app.engine.regions import DEFAULT_THRESHOLD
+from app.serving.service import ExplainRequest
+from app.serving.worker import PREDICTIONS as WORKER_PREDICTIONS
 
 __all__ = [
     "DEFAULT_INCLUDE",

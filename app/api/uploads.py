@@ -12,7 +12,8 @@ from fastapi import Request
 from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from app.engine.errors import NotAnImageError, PayloadTooLargeError, UnsupportedMediaTypeError
+from app.engine.errors import NotAnImageError
+from app.serving.errors import PayloadTooLargeError, UnsupportedMediaTypeError
 
 __all__ = ["FIELD", "read_image_upload"]
 

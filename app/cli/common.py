@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from app.engine.errors import CamserveError
 from app.engine.manifest import ModelSpec, load_manifests
-from app.model_store import find_spec, spec_for_architecture
+from app.serving.served_models import find_spec
 
 __all__ = ["ModelsDir", "choose_spec", "cli", "console", "fail", "progress_bar"]
 
@@ -54,7 +54,7 @@ def choose_spec(
     models_dir: Path, model: str | None, architecture: str | None, weights: str, layer: str | None
 ) -> ModelSpec:
     if architecture is not None:
-        return spec_for_architecture(architecture, weights, layer)
+        return ModelSpec(name=architecture, architecture=architecture, weights=weights, layer=layer)
     if model is not None:
         return find_spec(models_dir, model)
     specs = load_manifests(models_dir)

@@ -9,7 +9,9 @@ from typing import Annotated
 import typer
 
 from app.cli.common import ModelsDir, cli, console, fail
+from app.config import DEFAULT_MODELS_DIR
 from app.engine.errors import CamserveError
+from app.engine.regions import parse_threshold
 from app.engine.registry import model_labels
 from app.labeling.cvat import (
     DEFAULT_NETWORK,
@@ -19,8 +21,7 @@ from app.labeling.cvat import (
     function_yaml,
     parse_shapes,
 )
-from app.labeling.regions import parse_threshold
-from app.model_store import DEFAULT_MODELS_DIR, find_spec
+from app.serving.served_models import find_spec
 
 __all__ = ["cvat_function"]
 

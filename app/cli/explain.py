@@ -7,14 +7,6 @@ from typing import Annotated
 
 import typer
 
-from app.batch import (
-    ExplainOptions,
-    FileResult,
-    InputFile,
-    explain_files,
-    find_images,
-    write_summary,
-)
 from app.cli.common import (
     ArchitectureOption,
     BatchSizeOption,
@@ -30,10 +22,12 @@ from app.cli.common import (
     fail,
     progress_bar,
 )
+from app.cli.folder_explainer import ExplainOptions, FileResult, explain_files, write_summary
+from app.config import DEFAULT_MODELS_DIR
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
+from app.engine.image_files import InputFile, find_images
 from app.engine.registry import load_model
-from app.model_store import DEFAULT_MODELS_DIR
 
 __all__ = ["explain"]
 

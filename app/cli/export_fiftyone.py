@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import typer
 
-from app.batch import IMAGE_SUFFIXES, InputFile, find_images
 from app.cli.common import (
     ArchitectureOption,
     BatchSizeOption,
@@ -24,8 +23,11 @@ from app.cli.common import (
     fail,
     progress_bar,
 )
+from app.config import DEFAULT_MODELS_DIR
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
+from app.engine.image_files import IMAGE_SUFFIXES, InputFile, find_images
+from app.engine.regions import parse_threshold
 from app.engine.registry import load_model
 from app.labeling.fiftyone_export import (
     DEFAULT_FIELD,
@@ -33,8 +35,6 @@ from app.labeling.fiftyone_export import (
     ExportSummary,
     export_images,
 )
-from app.labeling.regions import parse_threshold
-from app.model_store import DEFAULT_MODELS_DIR
 
 __all__ = ["export_fiftyone"]
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from app.cli.common import ModelsDir, cli, console, fail
+from app.config import DEFAULT_MODELS_DIR
 from app.engine.errors import CamserveError
 from app.engine.manifest import ModelSpec, load_manifests
 from app.engine.weights import (
@@ -17,7 +18,6 @@ from app.engine.weights import (
     pretrained_weights,
     resolve_weights,
 )
-from app.model_store import DEFAULT_MODELS_DIR
 
 __all__ = ["fetch_weights", "pretrained_targets"]
 

@@ -6,9 +6,9 @@ from rich.console import Console
 from rich.table import Table
 
 from app.cli.common import ModelsDir, cli, fail
+from app.config import DEFAULT_MODELS_DIR
 from app.engine.errors import CamserveError
 from app.engine.manifest import load_manifests
-from app.model_store import DEFAULT_MODELS_DIR
 
 __all__ = ["list_models"]
 

@@ -8,10 +8,10 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
+from app.api.server import run_server
 from app.cli.common import cli, fail
 from app.config import load_settings
 from app.engine.errors import CamserveError
-from app.server import run_server
 
 __all__ = ["serve"]
 

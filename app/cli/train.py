@@ -9,7 +9,7 @@ import typer
 from rich.progress import TextColumn
 
 from app.cli.common import cli, console, progress_bar
-from app.model_store import DEFAULT_MODELS_DIR
+from app.config import DEFAULT_MODELS_DIR
 from app.quality.scenes import DEFAULT_SIZE
 from app.quality.training import TrainingConfig, train_demo, write_demo_model
 

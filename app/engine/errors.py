@@ -19,15 +19,10 @@
     │   ├── MethodNotApplicableError   the method does not fit this model (e.g. CAM without GAP)
     │   └── InvalidTargetError         class index or label out of range, bad top-k
     └── ServiceError                   the service cannot take or finish a request now
-        ├── UnknownModelError          no served model has that name
-        ├── NotReadyError              models are still loading
-        ├── QueueFullError             the bounded queue is full (retry later)
-        ├── DeadlineExceededError      the request's deadline passed
-        ├── ShuttingDownError          the service is draining for shutdown
-        ├── PayloadTooLargeError       the upload is larger than allowed
-        ├── UnsupportedMediaTypeError  the request's content type is not an image
-        └── UnauthorizedError          missing or wrong API key
-            └── BasicAuthError         missing or wrong basic auth (Label Studio backend)
+        └── UnknownModelError          no served model has that name
+
+The errors of the service around the engine (a request refused, too large, too early or too
+late) extend ``ServiceError`` in ``app.serving.errors``; the engine never raises them.
 
 Every class carries a short machine-readable ``code`` (used as the HTTP error code) and
 inherits ``ValueError`` where the fault lies in a value the caller passed.
@@ -36,10 +31,8 @@ inherits ``ValueError`` where the fault lies in a value the caller passed.
 from __future__ import annotations
 
 __all__ = [
-    "BasicAuthError",
     "CamserveError",
     "CheckpointMismatchError",
-    "DeadlineExceededError",
     "ExplanationError",
     "ImageError",
     "InvalidTargetError",
@@ -47,20 +40,14 @@ __all__ = [
     "MethodNotApplicableError",
     "ModelError",
     "NotAnImageError",
-    "NotReadyError",
-    "PayloadTooLargeError",
-    "QueueFullError",
     "ServiceError",
-    "ShuttingDownError",
     "TooManyPixelsError",
     "TruncatedImageError",
-    "UnauthorizedError",
     "UnknownArchitectureError",
     "UnknownLayerError",
     "UnknownMethodError",
     "UnknownModelError",
     "UnsupportedImageModeError",
-    "UnsupportedMediaTypeError",
     "WeightsUnavailableError",
 ]
 
@@ -145,41 +132,3 @@ class ServiceError(CamserveError):
 
 class UnknownModelError(ServiceError, LookupError):
     code = "unknown_model"
-
-
-class NotReadyError(ServiceError):
-    code = "not_ready"
-
-
-class QueueFullError(ServiceError):
-    code = "queue_full"
-
-    def __init__(self, message: str, retry_after_s: int = 1) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-class DeadlineExceededError(ServiceError, TimeoutError):
-    code = "deadline_exceeded"
-
-
-class ShuttingDownError(ServiceError):
-    code = "shutting_down"
-
-
-class PayloadTooLargeError(ServiceError, ValueError):
-    code = "payload_too_large"
-
-
-class UnsupportedMediaTypeError(ServiceError, ValueError):
-    code = "unsupported_media_type"
-
-
-class UnauthorizedError(ServiceError):
-    code = "unauthorized"
-    challenge = "Bearer"
-    """The ``WWW-Authenticate`` scheme the client should answer with."""
-
-
-class BasicAuthError(UnauthorizedError):
-    challenge = 'Basic realm="camserve"'

@@ -18,11 +18,11 @@ from typing import Any
 
 from app import __version__
 from app.engine.errors import ExplanationError
+from app.engine.regions import Region, Threshold, find_regions, parse_threshold
 from app.labeling.label_config import ImageControls, LabelControl, parse_label_config
 from app.labeling.labelstudio_results import LabeledClass, control_results
-from app.labeling.regions import Region, Threshold, find_regions, parse_threshold
 from app.labeling.task_images import TaskImageFetcher
-from app.service import ExplainRequest, Outcome, Service
+from app.serving.service import ExplainRequest, Outcome, Service
 
 __all__ = ["LabelStudioBackend", "PredictionOptions"]
 

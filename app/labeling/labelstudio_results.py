@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from app.engine.regions import Region
 from app.labeling.label_config import LabelControl
-from app.labeling.regions import Region
 
 __all__ = ["LabeledClass", "brush_rle", "control_results"]
 

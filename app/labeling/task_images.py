@@ -23,19 +23,28 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
-import json
-import os
 import re
-import time
 from dataclasses import dataclass
-from pathlib import Path, PureWindowsPath
-from typing import Literal
+from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import httpx
 
-from app.engine.errors import CamserveError, PayloadTooLargeError
+from app.engine.errors import CamserveError
+from app.labeling.bounded_reads import (
+    decode_data_uri,
+    describe_url,
+    inside_root,
+    read_limited,
+    read_limited_file,
+)
+from app.labeling.label_studio_tokens import LabelStudioCredentials
+from app.labeling.task_image_errors import (
+    ImageFetchFailedError,
+    ImageFetchTimeoutError,
+    ImageReferenceRefusedError,
+    TaskImageError,
+)
 
 __all__ = [
     "CLOUD_SCHEMES",
@@ -55,39 +64,6 @@ PRESIGN_PATH = re.compile(r"/tasks/\d+/presign/?")
 LOCAL_FILES_PATHS = frozenset({"/data/local-files", "/data/local-files/"})
 UPLOAD_PREFIX = "/data/upload/"
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-TOKEN_REFRESH_PATH = "/api/token/refresh/"
-TOKEN_RESPONSE_LIMIT = 64 * 1024
-ACCESS_TOKEN_MARGIN_S = 30.0
-"""An access token this close to its expiry is refreshed before use."""
-
-
-class TaskImageError(CamserveError):
-    """A task's image cannot be had."""
-
-    code = "task_image_error"
-
-
-class ImageReferenceRefusedError(TaskImageError, ValueError):
-    """The reference is one camserve will not follow: an unsupported scheme, a path that leaves
-    its root, or a source this server is not configured for."""
-
-    code = "image_reference_refused"
-
-
-class ImageFetchFailedError(TaskImageError):
-    """The image's source failed: an HTTP error status, a refused connection, a broken reply."""
-
-    code = "image_fetch_failed"
-
-    def __init__(self, message: str, upstream_status: int | None = None) -> None:
-        super().__init__(message)
-        self.upstream_status = upstream_status
-
-
-class ImageFetchTimeoutError(ImageFetchFailedError, TimeoutError):
-    """The image's source did not deliver it within the time limit."""
-
-    code = "image_fetch_timeout"
 
 
 @dataclass(frozen=True)
@@ -147,7 +123,7 @@ class TaskImageFetcher:
             else None
         )
         self._credentials = (
-            _Credentials(config.label_studio_api_key, self._label_studio, self._client)
+            LabelStudioCredentials(config.label_studio_api_key, self._label_studio, self._client)
             if config.label_studio_api_key and self._label_studio is not None
             else None
         )
@@ -159,7 +135,7 @@ class TaskImageFetcher:
         if not text:
             raise ImageReferenceRefusedError("the task has an empty image reference")
         if text[:5].lower() == "data:":
-            return _decode_data_uri(text, self._config.max_bytes)
+            return decode_data_uri(text, self._config.max_bytes)
         parts = urlsplit(text)
         scheme = parts.scheme.lower()
         if scheme in ("http", "https"):
@@ -231,8 +207,8 @@ class TaskImageFetcher:
             )
         values = parse_qs(query, keep_blank_values=True).get("d")
         relative = values[-1] if values else ""
-        path = _inside_root(self._local_root, relative)
-        return _read_limited_file(path, relative, self._config.max_bytes)
+        path = inside_root(self._local_root, relative)
+        return read_limited_file(path, relative, self._config.max_bytes)
 
     # HTTP
 
@@ -246,7 +222,7 @@ class TaskImageFetcher:
             return await self._download_once(fallback)
 
     async def _download_once(self, url: httpx.URL) -> bytes:
-        shown = _describe(url)
+        shown = describe_url(url)
         try:
             async with asyncio.timeout(self._config.timeout_s):
                 return await self._follow_redirects(url)
@@ -276,18 +252,18 @@ class TaskImageFetcher:
                     url = url.join(location)
                     continue
                 self._check_status(response, send_key)
-                return await _read_limited(response, self._config.max_bytes)
+                return await read_limited(response, self._config.max_bytes)
             finally:
                 await response.aclose()
         raise ImageFetchFailedError(
-            f"more than {MAX_REDIRECTS} redirects, last to {_describe(url)}"
+            f"more than {MAX_REDIRECTS} redirects, last to {describe_url(url)}"
         )
 
     def _check_status(self, response: httpx.Response, sent_key: bool) -> None:
         status = response.status_code
         if 200 <= status < 300:
             return
-        shown = _describe(response.url)
+        shown = describe_url(response.url)
         if sent_key and status in (401, 403) and self._credentials is not None:
             self._credentials.forget_access_token()
             raise ImageFetchFailedError(
@@ -302,169 +278,6 @@ class TaskImageFetcher:
 
     def _is_label_studio(self, url: httpx.URL) -> bool:
         return self._label_studio is not None and _origin(url) == _origin(self._label_studio)
-
-
-class _Credentials:
-    """Label Studio's API key, as the ``Authorization`` header its kind of token calls for."""
-
-    def __init__(self, api_key: str, label_studio: httpx.URL, client: httpx.AsyncClient) -> None:
-        self._api_key = api_key
-        self._refresh_url = label_studio.join(TOKEN_REFRESH_PATH.lstrip("/"))
-        self._client = client
-        self._kind = _token_kind(api_key)
-        self._access_token: str | None = None
-        self._access_expires_at = 0.0
-        self._lock = asyncio.Lock()
-
-    async def authorization(self) -> str:
-        if self._kind == "legacy":
-            return f"Token {self._api_key}"
-        if self._kind == "access":
-            return f"Bearer {self._api_key}"
-        async with self._lock:
-            if self._access_token is None or time.time() >= self._access_expires_at:
-                await self._refresh()
-            return f"Bearer {self._access_token}"
-
-    def forget_access_token(self) -> None:
-        """Drop the cached access token, so that the next request exchanges the key again."""
-        self._access_token = None
-
-    async def _refresh(self) -> None:
-        """Exchange the personal access token for an access token."""
-        request = self._client.build_request(
-            "POST", self._refresh_url, json={"refresh": self._api_key}
-        )
-        response = await self._client.send(request, stream=True)
-        try:
-            if response.status_code != 200:
-                raise ImageFetchFailedError(
-                    "Label Studio refused to exchange camserve's personal access token "
-                    f"(HTTP {response.status_code}); it may have expired or been revoked",
-                    response.status_code,
-                )
-            body = await _read_limited(response, TOKEN_RESPONSE_LIMIT)
-        finally:
-            await response.aclose()
-        access = _access_token_from(body)
-        claims = _jwt_claims(access) or {}
-        expiry = claims.get("exp")
-        lifetime_end = float(expiry) if isinstance(expiry, int | float) else float("inf")
-        self._access_token = access
-        self._access_expires_at = lifetime_end - ACCESS_TOKEN_MARGIN_S
-
-
-def _token_kind(api_key: str) -> Literal["legacy", "access", "refresh"]:
-    claims = _jwt_claims(api_key)
-    if claims is None:
-        return "legacy"
-    return "refresh" if claims.get("token_type") == "refresh" else "access"
-
-
-def _jwt_claims(token: str) -> dict[str, object] | None:
-    """The claims of a well-formed JWT (signature unchecked), or None for any other string."""
-    segments = token.split(".")
-    if len(segments) != 3:
-        return None
-    try:
-        header, claims = (
-            json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
-            for part in segments[:2]
-        )
-    except (ValueError, binascii.Error):
-        return None
-    if not isinstance(header, dict) or "alg" not in header or not isinstance(claims, dict):
-        return None
-    return claims
-
-
-def _access_token_from(body: bytes) -> str:
-    try:
-        access = json.loads(body).get("access")
-    except (ValueError, AttributeError):
-        access = None
-    if not isinstance(access, str) or not access:
-        raise ImageFetchFailedError("Label Studio's token refresh answer has no access token")
-    return access
-
-
-async def _read_limited(response: httpx.Response, limit: int) -> bytes:
-    """The response's body, refused as soon as it (or its declared length) passes ``limit``."""
-    shown = _describe(response.url)
-    declared = response.headers.get("content-length", "")
-    encoded = response.headers.get("content-encoding", "identity").lower() != "identity"
-    if declared.isdigit() and not encoded and int(declared) > limit:
-        raise PayloadTooLargeError(
-            f"{shown} declares {int(declared)} bytes, more than the {limit}-byte limit"
-        )
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > limit:
-            raise PayloadTooLargeError(f"{shown} sent more than the {limit}-byte limit")
-    return bytes(body)
-
-
-def _decode_data_uri(text: str, limit: int) -> bytes:
-    header, comma, payload = text[5:].partition(",")
-    media_type, *parameters = header.lower().split(";")
-    if not comma or not media_type.startswith("image/") or "base64" not in parameters:
-        raise ImageReferenceRefusedError(
-            "only base64 data URIs of an image are accepted (data:image/<type>;base64,…)"
-        )
-    if len(payload) // 4 * 3 > limit + 2:
-        raise PayloadTooLargeError(f"the data URI holds more than the {limit}-byte limit")
-    try:
-        data = base64.b64decode(payload, validate=True)
-    except binascii.Error:
-        raise ImageReferenceRefusedError("the data URI's payload is not valid base64") from None
-    if len(data) > limit:
-        raise PayloadTooLargeError(f"the data URI holds more than the {limit}-byte limit")
-    return data
-
-
-def _inside_root(root: Path, relative: str) -> Path:
-    """``relative`` (a ``?d=`` value) as a regular file under ``root``, symlinks resolved."""
-    shown = repr(relative[:200])
-    if not relative:
-        raise ImageReferenceRefusedError("the local file reference has no path (?d=)")
-    if "\x00" in relative or "\\" in relative:
-        raise ImageReferenceRefusedError(
-            f"the local file path {shown} contains a backslash or a NUL character"
-        )
-    if relative.startswith("/") or PureWindowsPath(relative).drive:
-        raise ImageReferenceRefusedError(
-            f"the local file path {shown} is absolute; it must be relative to the local files root"
-        )
-    if ".." in relative.split("/"):
-        raise ImageReferenceRefusedError(f"the local file path {shown} contains '..'")
-    path = Path(os.path.realpath(root / relative))
-    if not path.is_relative_to(root):
-        raise ImageReferenceRefusedError(
-            f"the local file path {shown} leads outside the local files root (a symlink)"
-        )
-    if not path.is_file():
-        raise ImageReferenceRefusedError(f"there is no file {shown} under the local files root")
-    return path
-
-
-def _read_limited_file(path: Path, shown: str, limit: int) -> bytes:
-    try:
-        with path.open("rb") as file:
-            if os.fstat(file.fileno()).st_size > limit:
-                raise PayloadTooLargeError(
-                    f"the local file {shown!r} is larger than the {limit}-byte limit"
-                )
-            data = file.read(limit + 1)
-    except OSError as error:
-        raise ImageFetchFailedError(
-            f"cannot read the local file {shown!r}: {error.strerror or type(error).__name__}"
-        ) from None
-    if len(data) > limit:
-        raise PayloadTooLargeError(
-            f"the local file {shown!r} is larger than the {limit}-byte limit"
-        )
-    return data
 
 
 def _reason(error: httpx.HTTPError) -> str:
@@ -497,12 +310,6 @@ def _unsupported(text: str, scheme: str) -> str:
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     default_port = {"http": 80, "https": 443}.get(url.scheme)
     return url.scheme, url.host.lower(), url.port or default_port
-
-
-def _describe(url: httpx.URL) -> str:
-    """The URL without credentials, query or fragment (presigned URLs carry secrets there)."""
-    port = f":{url.port}" if url.port else ""
-    return f"{url.scheme}://{url.host}{port}{url.path}"
 
 
 def _shown(text: str) -> str:

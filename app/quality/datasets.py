@@ -15,8 +15,8 @@ from typing import Any, TextIO
 import torch
 from torch import Tensor
 
-from app.batch import find_images
 from app.engine.errors import CamserveError, ImageError
+from app.engine.image_files import find_images
 from app.engine.imaging import decode_image
 from app.quality.metrics import (
     Box,

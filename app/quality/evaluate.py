@@ -34,13 +34,15 @@ from app.engine.errors import MethodNotApplicableError
 from app.engine.preprocess import group_by_size
 from app.engine.render import upsample_maps
 from app.quality.datasets import EvalSample
-from app.quality.metrics import (
-    DEFAULT_THRESHOLDS,
+from app.quality.faithfulness import (
     area_under_curve,
     average_drop_and_increase,
     deletion_curve,
     explanation_masked,
     insertion_curve,
+)
+from app.quality.metrics import (
+    DEFAULT_THRESHOLDS,
     localization_iou,
     pointing_game_hit,
 )

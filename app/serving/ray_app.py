@@ -24,9 +24,9 @@ from ray.serve import Application
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.application import create_app
 from app.config import Settings, load_settings
-from app.main import create_app
-from app.service import Service
+from app.serving.service import Service
 
 __all__ = ["CamserveReplica", "RayAppArgs", "build_app", "deployment_options"]
 

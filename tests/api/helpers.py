@@ -17,9 +17,9 @@ from fastapi.testclient import TestClient
 from numpy.typing import NDArray
 from PIL import Image
 
+from app.api.application import create_app
 from app.config import Settings
 from app.engine.hooks import count_hooks
-from app.main import create_app
 from tests.support import image_bytes
 
 READY_TIMEOUT_S = 30.0

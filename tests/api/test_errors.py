@@ -23,7 +23,7 @@ from app.labeling.task_images import (
     ImageReferenceRefusedError,
     TaskImageError,
 )
-from app.service import Service
+from app.serving.service import Service
 from tests.api.helpers import assert_error, make_settings, post_image, serving, worker_hook_count
 
 MAX_TOP_K = 4
@@ -222,7 +222,7 @@ def test_fault_while_encoding_is_a_generic_500(
         raise ValueError(SECRET)
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.service.encode_image", broken_encode)
+        patch.setattr("app.serving.service.encode_image", broken_encode)
         response = post_image(client, params={"model": "tiny"})
         assert_error(response, 500, "internal_error")
         assert SECRET not in response.text

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api.application import create_app
+from app.api.model_routes import list_models
 from app.engine.methods import METHODS
+from app.serving.service import Service
 from tests.api.helpers import assert_error, make_settings, post_image, serving
 from tests.support import TINY_LABELS, write_test_models
 
@@ -140,3 +147,51 @@ def test_the_listing_matches_what_the_engines_serve(client: TestClient) -> None:
         entry = model(response, name)
         assert entry["default_layer"] == engine.layer
         assert entry["candidate_layers"] == engine.candidate_layers
+
+
+LOADING_MODELS = 6
+
+
+def write_small_models(folder: Path, count: int) -> list[str]:
+    """``count`` manifests of the demo architecture with random weights at 32×32: each loads
+    and warms up in tens of milliseconds, so models keep arriving while the test asks."""
+    names = [f"small{index:02d}" for index in range(count)]  # load order: by file name
+    for name in names:
+        (folder / f"{name}.toml").write_text(
+            f'name = "{name}"\narchitecture = "shapes_resnet"\nweights = "random"\n'
+            "input_size = 32\n"
+        )
+    return names
+
+
+async def listings_while_loading(service: Service) -> list[list[str]]:
+    """The route's answer, asked for again and again until loading is over, then once more."""
+    listings: list[list[str]] = []
+    while not service.hub.finished.is_set():
+        listings.append([entry.name for entry in (await list_models(service)).models])
+    listings.append([entry.name for entry in (await list_models(service)).models])
+    return listings
+
+
+def test_models_answers_from_one_snapshot_while_several_models_load(tmp_path: Path) -> None:
+    """The worker thread adds each model as it is ready; the listing must never see the hub
+    half-written (before the fix, iterating the hub's dict while a model was added failed with
+    "dictionary changed size during iteration"). The route is called without the HTTP layer
+    around it, so most of the time goes to building the listing, and a tiny GIL switch interval
+    makes the two threads interleave at almost every bytecode."""
+    names = write_small_models(tmp_path, LOADING_MODELS)
+    previous_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with TestClient(create_app(make_settings(tmp_path))) as client:
+            service: Service = client.app.state.service  # type: ignore[attr-defined]
+            listings = asyncio.run(listings_while_loading(service))
+            readiness = client.get("/readyz")
+    finally:
+        sys.setswitchinterval(previous_interval)
+    assert readiness.status_code == 200, readiness.text
+    assert readiness.json()["models"] == dict.fromkeys(names, "ready")
+    assert listings[-1] == names
+    assert len(listings) > 1  # the listing was asked for while models were loading
+    for before, after in itertools.pairwise(listings):
+        assert after[: len(before)] == before  # a model once listed stays, in load order

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -17,16 +15,6 @@ from app.engine.methods import METHODS
 from app.quality.scenes import SHAPES
 
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """These tiny models gain nothing from intra-op threads, and on a busy machine the threads'
-    spin-waiting makes every forward pass up to a hundred times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 EXPECTED_COLUMNS = [

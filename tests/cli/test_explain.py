@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
 from app.cli import cli
+from tests.support import write_image_folder
 
 runner = CliRunner()
 
@@ -29,13 +29,8 @@ def models_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def images(tmp_path: Path) -> Path:
-    folder = tmp_path / "images"
-    (folder / "nested").mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for name, size in (("a.png", (40, 30)), ("nested/b.jpg", (50, 70)), ("c.webp", (32, 32))):
-        pixels = rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
-        Image.fromarray(pixels).save(folder / name)
-    (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    sizes = {"a.png": (40, 30), "nested/b.jpg": (50, 70), "c.webp": (32, 32)}
+    folder = write_image_folder(tmp_path / "images", sizes)
     (folder / "notes.txt").write_text("not an image, and not picked up")
     return folder
 
@@ -117,38 +112,21 @@ def test_explain_top_k_and_csv_summary(models_dir: Path, images: Path, tmp_path:
     assert ",gradcam++,layer4," in row
 
 
-def test_explain_reports_bad_parameters(models_dir: Path, images: Path, tmp_path: Path) -> None:
-    result = runner.invoke(
-        cli,
-        [
-            "explain",
-            str(images),
-            "-o",
-            str(tmp_path),
-            "--model",
-            "nope",
-            "--models-dir",
-            str(models_dir),
-        ],
-    )
+@pytest.mark.parametrize(
+    ("option", "value", "messages"),
+    [
+        ("--model", "nope", ["no model 'nope'", "tiny"]),
+        ("--method", "magic", ["unknown method 'magic'"]),
+    ],
+)
+def test_explain_reports_bad_parameters(
+    models_dir: Path, images: Path, tmp_path: Path, option: str, value: str, messages: list[str]
+) -> None:
+    arguments = ["explain", str(images), "-o", str(tmp_path), option, value]
+    result = runner.invoke(cli, [*arguments, "--models-dir", str(models_dir)])
     assert result.exit_code == 1
-    assert "no model 'nope'" in result.output
-    assert "tiny" in result.output
-    result = runner.invoke(
-        cli,
-        [
-            "explain",
-            str(images),
-            "-o",
-            str(tmp_path),
-            "--method",
-            "magic",
-            "--models-dir",
-            str(models_dir),
-        ],
-    )
-    assert result.exit_code == 1
-    assert "unknown method 'magic'" in result.output
+    for message in messages:
+        assert message in result.output
 
 
 def test_models_lists_the_manifests(models_dir: Path) -> None:

@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-import torch
 from PIL import Image
 from typer.testing import CliRunner
 
 from app.cli import cli
-from tests.support import TINY_LABELS, write_test_models
+from tests.support import TINY_LABELS, write_image_folder, write_test_models
 
 runner = CliRunner()
 
 SIZES = {"a.png": (40, 30), "nested/b.jpg": (50, 70), "nested/deeper/c.bmp": (24, 36)}
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture
@@ -36,13 +25,7 @@ def models_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def images(tmp_path: Path) -> Path:
-    folder = tmp_path / "images"
-    rng = np.random.default_rng(3)
-    for relative, (width, height) in SIZES.items():
-        path = folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path)
-    (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated at once")
+    folder = write_image_folder(tmp_path / "images", SIZES, seed=3)
     (folder / "nested" / "notes.txt").write_text("not an image")
     return folder
 

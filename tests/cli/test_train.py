@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.engine.registry import load_model
-from app.model_store import find_spec
+from app.serving.served_models import find_spec
 
 
 def test_train_demo_writes_a_loadable_model(tmp_path: Path) -> None:

@@ -14,14 +14,12 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from app.healthcheck import check
-from tests.integration.live import free_port
+from scripts.live_server import ServerProcess, free_port, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
@@ -87,7 +85,7 @@ def test_the_dockerignore_keeps_the_context_small() -> None:
         assert entry in ignored
 
 
-def run_start_command(port: int, torch_home: Path) -> subprocess.Popen[bytes]:
+def start_command(port: int, torch_home: Path) -> ServerProcess:
     """The image's CMD with the image's ENV; only the port, the models folder and the cache
     location are mapped onto this machine."""
     (command,) = instructions("CMD")
@@ -105,9 +103,7 @@ def run_start_command(port: int, torch_home: Path) -> subprocess.Popen[bytes]:
         CAMSERVE_LOG_LEVEL="warning",
     )
     assert environment["CAMSERVE_HOST"] == "0.0.0.0"
-    return subprocess.Popen(
-        arguments, env=environment, cwd=torch_home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
+    return start_server("image", lambda _port: arguments, environment, torch_home, port=port)
 
 
 @pytest.mark.slow
@@ -115,7 +111,7 @@ def test_the_start_command_serves_and_the_healthcheck_reports_it(tmp_path: Path)
     port = free_port()
     (healthcheck,) = instructions("HEALTHCHECK")
     probe = json.loads(healthcheck.split(" CMD ", 1)[1])
-    assert probe == ["python", "-m", "app.healthcheck"]
+    assert probe == ["python", "-m", "app.serving.healthcheck"]
     probe_environment = {**os.environ, "CAMSERVE_PORT": str(port)}
     probe_command = [sys.executable, *probe[1:]]
 
@@ -123,25 +119,15 @@ def test_the_start_command_serves_and_the_healthcheck_reports_it(tmp_path: Path)
         return subprocess.run(probe_command, env=probe_environment, check=False).returncode
 
     assert probe_exit_code() == 1  # nothing listens yet
-    server = run_start_command(port, tmp_path)
+    server = start_command(port, tmp_path)
     try:
-        deadline = time.monotonic() + 90
-        while probe_exit_code() != 0:
-            assert server.poll() is None, server.communicate()[0].decode()
-            assert time.monotonic() < deadline, "not ready within 90 s"
-            time.sleep(0.5)
-        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()
+        server.wait_until_ok("/readyz", timeout_s=90)
+        assert probe_exit_code() == 0
+        ready = httpx.get(server.url("/readyz"), timeout=5).json()
         assert ready["models"]["shapes"] == "ready"
         # no network here: the ImageNet model is reported, and the service goes on without it
         assert "camserve fetch-weights resnet50:IMAGENET1K_V2" in ready["failed"]["resnet50"]
     finally:
-        server.terminate()
-        output = server.communicate(timeout=60)[0].decode()
-    assert server.returncode == 0, output
+        exit_code = server.stop()
+    assert exit_code == 0, server.log()
     assert probe_exit_code() == 1
-
-
-def test_the_health_probe_explains_a_refusal() -> None:
-    healthy, reason = check(free_port(), timeout=1)
-    assert not healthy
-    assert "/readyz" in reason

@@ -12,11 +12,7 @@ from torch.testing import assert_close
 from torchvision.models import resnet18
 
 from app.engine.engine import CamEngine
-from app.engine.errors import (
-    InvalidTargetError,
-    MethodNotApplicableError,
-    UnknownLayerError,
-)
+from app.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
 from app.engine.hooks import capture_layer, count_hooks
 from app.engine.methods import METHODS
 from tests.engine.models_for_tests import SmallConvNet

@@ -90,7 +90,7 @@ def no_model_exit(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
     folder = tmp_path_factory.mktemp("broken-models")
     _write_broken_model(folder)
     server = start_process(folder, tmp_path_factory.mktemp("no-model-server"))
-    code = server.wait(timeout=60)
+    code = server.wait(timeout_s=60)
     return code, server.log(tail=None)
 
 

@@ -13,49 +13,34 @@ import importlib
 import importlib.abc
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
-from app.batch import InputFile, find_images
 from app.engine.engine import CamEngine
-from app.engine.errors import CamserveError, UnknownMethodError
+from app.engine.errors import CamserveError
+from app.engine.image_files import InputFile, find_images
 from app.engine.imaging import decode_image
+from app.engine.regions import Threshold, find_regions
 from app.engine.registry import load_model
 from app.labeling.fiftyone_export import (
     HEATMAP_RANGE,
     CamFieldOptions,
     ExportSummary,
     add_cam_fields,
-    boxes_field,
     export_images,
-    heatmap_field,
-    prediction_field,
-    relative_box,
 )
-from app.labeling.regions import Threshold, find_regions
-from app.model_store import find_spec
-from tests.support import TINY_LABELS, write_test_models
+from app.serving.served_models import find_spec
+from tests.support import TINY_LABELS, write_image_folder, write_test_models
 
 FIELD_TYPE = "fiftyone.core.fields.EmbeddedDocumentField(fiftyone.core.labels.{})"
 INT_FIELD = "fiftyone.core.fields.IntField"
 FLOAT_FIELD = "fiftyone.core.fields.FloatField"
 SIZES = {"a.png": (40, 30), "nested/b.jpg": (50, 70), "nested/deeper/c.webp": (33, 33)}
 """Relative path → (width, height) of the test images."""
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny models gain nothing from intra-op threads, which only spin on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +51,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> CamEngine:
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("images")
-    rng = np.random.default_rng(7)
-    for relative, (width, height) in SIZES.items():
-        path = folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(path)
-    (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n but nothing after")
-    return folder
+    return write_image_folder(tmp_path_factory.mktemp("images"), SIZES, seed=7)
 
 
 def export(
@@ -256,38 +234,6 @@ def test_the_same_file_twice_is_exported_once_but_two_files_may_not_share_a_name
     clash = [InputFile(a, Path("a.png")), InputFile(other, Path("a.png"))]
     with pytest.raises(CamserveError, match="share the heatmap name"):
         export_images(engine, clash, tmp_path / "clash", CamFieldOptions(), name="x", info={})
-
-
-# ------------------------------------------------------------------ names and options
-
-
-def test_relative_box_divides_by_width_and_height_with_exclusive_ends() -> None:
-    assert relative_box((10, 5, 40, 25), 80, 60) == pytest.approx([0.125, 5 / 60, 0.375, 1 / 3])
-    assert relative_box((0, 0, 80, 60), 80, 60) == [0.0, 0.0, 1.0, 1.0]
-
-
-def test_method_names_are_canonical_and_field_names_have_no_plus() -> None:
-    options = CamFieldOptions(methods=("GradCAM++", "gradcampp", "hirescam"))
-    assert options.methods == ("gradcam++", "hirescam")
-    assert heatmap_field("cam", "gradcam++") == "cam_gradcampp"
-    assert boxes_field("cam", "gradcam++") == "cam_gradcampp_boxes"
-    assert prediction_field("cam") == "cam_prediction"
-
-
-@pytest.mark.parametrize(
-    ("options", "error"),
-    [
-        ({"methods": ()}, CamserveError),
-        ({"methods": ("nope",)}, UnknownMethodError),
-        ({"prefix": "2cam"}, CamserveError),
-        ({"prefix": "cam.heat"}, CamserveError),
-        ({"regions": "some"}, CamserveError),
-        ({"batch_size": 0}, CamserveError),
-    ],
-)
-def test_bad_options_are_refused(options: dict[str, Any], error: type[Exception]) -> None:
-    with pytest.raises(error):
-        CamFieldOptions(**options)
 
 
 # ------------------------------------------------------------------ add_cam_fields

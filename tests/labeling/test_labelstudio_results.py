@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from label_studio_sdk.converter.brush import decode_rle
 
+from app.engine.regions import Region, find_regions
 from app.labeling.label_config import LabelControl
 from app.labeling.labelstudio_results import control_results
-from app.labeling.regions import Region, find_regions
 
 WIDTH, HEIGHT = 40, 20
 

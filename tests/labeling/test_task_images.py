@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import pytest
 
-from app.engine.errors import PayloadTooLargeError
 from app.labeling.task_images import (
     MAX_REDIRECTS,
     ImageFetchFailedError,
@@ -21,6 +20,7 @@ from app.labeling.task_images import (
     ImageSourceConfig,
     TaskImageFetcher,
 )
+from app.serving.errors import PayloadTooLargeError
 from tests.integration.live import free_port
 from tests.labeling.image_hosts import (
     ACCESS_TOKEN,

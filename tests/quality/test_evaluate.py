@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -24,16 +23,6 @@ from app.quality.metrics import best_threshold_iou, localization_iou, pointing_g
 from tests.engine.models_for_tests import SmallConvNet, TinyGapNet
 
 CLASSES = ["red", "green", "blue"]
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """These tiny models gain nothing from intra-op threads, and on a busy machine the threads'
-    spin-waiting makes every forward pass up to a hundred times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # --------------------------------------------------------------------------- evaluation

@@ -8,9 +8,9 @@ import torch
 
 from app.engine.engine import CamEngine
 from app.engine.registry import load_model
-from app.model_store import find_spec
 from app.quality.scenes import SHAPES, scenes
 from app.quality.training import HELD_OUT_SEED, TRAIN_SEED, evaluate_accuracy
+from app.serving.served_models import find_spec
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 FRESH_SEED = 7

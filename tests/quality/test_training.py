@@ -8,9 +8,9 @@ import torch
 
 from app.engine.registry import load_model
 from app.engine.shapes_net import ShapesNet
-from app.model_store import find_spec
 from app.quality.scenes import SHAPES
 from app.quality.training import TrainingConfig, train_demo, write_demo_model
+from app.serving.served_models import find_spec
 
 
 def test_a_short_run_trains_every_phase_and_writes_a_loadable_model(tmp_path: Path) -> None:

@@ -28,15 +28,10 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from app.engine.engine import BatchExplanation, CamEngine
-from app.engine.errors import (
-    DeadlineExceededError,
-    MethodNotApplicableError,
-    QueueFullError,
-    ShuttingDownError,
-    UnknownModelError,
-)
+from app.engine.errors import MethodNotApplicableError, UnknownModelError
 from app.engine.render import RenderedImage, RenderOptions
-from app.metrics import Metrics
+from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
+from app.serving.prometheus import Metrics
 
 __all__ = [
     "BatchAbandonedError",

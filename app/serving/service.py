@@ -21,18 +21,14 @@ from numpy.typing import NDArray
 
 from app.config import Settings
 from app.engine.colormaps import validate_colormap
-from app.engine.errors import (
-    DeadlineExceededError,
-    InvalidTargetError,
-    ShuttingDownError,
-    UnknownLayerError,
-)
+from app.engine.errors import InvalidTargetError, UnknownLayerError
 from app.engine.imaging import DecodedImage, decode_image, encode_image
 from app.engine.methods import get_method
 from app.engine.render import validate_alpha
-from app.hub import ModelHub, ServedModel
-from app.metrics import Metrics
-from app.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions, Reservation
+from app.serving.errors import DeadlineExceededError, ShuttingDownError
+from app.serving.prometheus import Metrics
+from app.serving.served_models import ModelHub, ServedModel
+from app.serving.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions, Reservation
 
 __all__ = ["ClientDisconnectedError", "ExplainRequest", "Outcome", "Service", "ValidRequest"]
 

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 
 import uvicorn
 
+from app.api.application import create_app
 from app.config import Settings
 from app.engine.errors import ModelError
-from app.main import create_app
 
 __all__ = ["GRACEFUL_SHUTDOWN_S", "run_server"]
 

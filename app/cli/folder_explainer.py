@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -17,21 +17,10 @@ from numpy.typing import NDArray
 
 from app.engine.engine import CamEngine
 from app.engine.errors import ImageError
+from app.engine.image_files import InputFile
 from app.engine.imaging import DecodedImage, decode_image, encode_image
 
-__all__ = [
-    "IMAGE_SUFFIXES",
-    "ExplainOptions",
-    "FileResult",
-    "InputFile",
-    "explain_files",
-    "find_images",
-    "write_summary",
-]
-
-IMAGE_SUFFIXES = frozenset(
-    {".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".ppm", ".pgm"}
-)
+__all__ = ["ExplainOptions", "FileResult", "explain_files", "write_summary"]
 
 
 @dataclass(frozen=True)
@@ -60,27 +49,6 @@ class FileResult:
     method: str = ""
     layer: str = ""
     error: str = ""
-
-
-@dataclass(frozen=True)
-class InputFile:
-    path: Path
-    relative: Path
-
-
-def find_images(paths: Iterable[Path]) -> list[InputFile]:
-    """Image files among ``paths``; folders are searched recursively, in sorted order."""
-    found: list[InputFile] = []
-    for path in paths:
-        if path.is_dir():
-            found.extend(
-                InputFile(file, file.relative_to(path))
-                for file in sorted(path.rglob("*"))
-                if file.is_file() and file.suffix.lower() in IMAGE_SUFFIXES
-            )
-        else:
-            found.append(InputFile(path, Path(path.name)))
-    return found
 
 
 def explain_files(

@@ -8,10 +8,7 @@ accepted are answered before the worker stops.
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 import torch
@@ -24,20 +21,13 @@ from app.api.auth import require_api_key
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.config import Settings, load_settings
-from app.engine.devices import resolve_device
-from app.engine.engine import CamEngine
-from app.hub import ModelHub
 from app.labeling.labelstudio_backend import LabelStudioBackend
 from app.labeling.task_images import ImageSourceConfig, TaskImageFetcher
-from app.logs import configure_logging
-from app.metrics import Metrics
-from app.service import Service
+from app.serving.logs import configure_logging
+from app.serving.runtime import build_service
 from app.web import routes as web_routes
-from app.worker import BatchingWorker
 
 __all__ = ["create_app"]
-
-logger = logging.getLogger(__name__)
 
 DESCRIPTION = (
     "CAM / Grad-CAM explanations of image classifiers. POST an image to `/v1/cam` for the "
@@ -54,7 +44,7 @@ def create_app(
     configure_logging(settings.log_level)
     if settings.torch_threads:
         torch.set_num_threads(settings.torch_threads)
-    service = _build_service(settings, on_fatal)
+    service = build_service(settings, on_fatal)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -111,36 +101,3 @@ def _image_sources(settings: Settings) -> ImageSourceConfig:
         max_bytes=settings.max_upload_bytes,
         timeout_s=settings.labelstudio_fetch_timeout_s,
     )
-
-
-def _build_service(settings: Settings, on_fatal: Callable[[str], None] | None) -> Service:
-    hub = ModelHub(settings)
-    metrics = Metrics(resolve_device(settings.device))
-
-    def startup() -> dict[str, CamEngine]:
-        try:
-            engines = hub.load_all()
-        except Exception as error:
-            logger.exception("loading the models failed")
-            hub.failures.setdefault("(all)", f"{type(error).__name__}: {error}")
-            hub.finished.set()
-            engines = {}
-        if not engines:
-            message = "no model could be loaded: " + "; ".join(hub.failures.values())
-            logger.critical(message)
-            if on_fatal is not None:
-                on_fatal(message)
-        return engines
-
-    worker = BatchingWorker(
-        max_batch_size=settings.max_batch_size,
-        max_wait_s=settings.max_wait_ms / 1000,
-        queue_size=settings.queue_size,
-        metrics=metrics,
-        startup=startup,
-    )
-    codecs = ThreadPoolExecutor(
-        max_workers=settings.codec_threads or os.cpu_count() or 1,
-        thread_name_prefix="camserve-codec",
-    )
-    return Service(settings, hub, worker, metrics, codecs)

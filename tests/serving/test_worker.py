@@ -14,18 +14,13 @@ import torch
 from torch import Tensor
 
 from app.engine.engine import BatchExplanation, CamEngine
-from app.engine.errors import (
-    DeadlineExceededError,
-    MethodNotApplicableError,
-    QueueFullError,
-    ShuttingDownError,
-    UnknownModelError,
-)
+from app.engine.errors import MethodNotApplicableError, UnknownModelError
 from app.engine.hooks import count_hooks
 from app.engine.preprocess import Preprocessing
 from app.engine.render import render
-from app.metrics import Metrics
-from app.worker import (
+from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
+from app.serving.prometheus import Metrics
+from app.serving.worker import (
     PREDICTIONS,
     BatchingWorker,
     BatchKey,

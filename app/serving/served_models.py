@@ -8,28 +8,25 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 
 import torch
 
 from app.config import Settings
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
-from app.engine.errors import (
-    CamserveError,
-    InvalidTargetError,
-    ManifestError,
-    NotReadyError,
-    UnknownModelError,
-)
+from app.engine.errors import CamserveError, InvalidTargetError, ManifestError, UnknownModelError
 from app.engine.manifest import ModelSpec, load_manifests
 from app.engine.methods import METHODS
 from app.engine.registry import load_model
 from app.engine.targets import class_index
-from app.worker import warm_up
+from app.serving.errors import NotReadyError
+from app.serving.worker import warm_up
 
-__all__ = ["LoadState", "ModelHub", "ServedModel"]
+__all__ = ["HubSnapshot", "LoadState", "ModelHub", "ServedModel", "find_spec", "select_specs"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,9 +71,24 @@ class ServedModel:
         return index
 
 
+@dataclass(frozen=True)
+class HubSnapshot:
+    """The hub at one moment, copied under its lock: safe to read while models still load."""
+
+    states: dict[str, LoadState]
+    models: list[ServedModel]
+    """In load order."""
+    failures: dict[str, str]
+
+
 @dataclass
 class ModelHub:
-    """Loads the configured manifests and tracks each model's state."""
+    """Loads the configured manifests and tracks each model's state.
+
+    The worker thread writes ``states``, ``models`` and ``failures`` while it loads; every
+    write holds ``_lock``, and readers on other threads go through ``snapshot()`` or ``get()``,
+    which read under the same lock.
+    """
 
     settings: Settings
     specs: list[ModelSpec] = field(default_factory=list)
@@ -84,9 +96,10 @@ class ModelHub:
     failures: dict[str, str] = field(default_factory=dict)
     models: dict[str, ServedModel] = field(default_factory=dict)
     finished: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        self.specs = _select(load_manifests(self.settings.models_dir), self.settings.models)
+        self.specs = select_specs(self.settings.models_dir, self.settings.models)
         self.states = {spec.name: LoadState.LOADING for spec in self.specs}
 
     def load_all(self) -> dict[str, CamEngine]:
@@ -128,7 +141,7 @@ class ModelHub:
             logger.exception("model %s failed to load", spec.name)
             self._fail(spec.name, f"model {spec.name!r}: {type(error).__name__}: {error}")
             return None
-        self.models[spec.name] = ServedModel(
+        served = ServedModel(
             name=spec.name,
             architecture=spec.architecture,
             weights=loaded.weights,
@@ -140,14 +153,28 @@ class ModelHub:
             input_size=engine.preprocessing.input_size,
             device=str(engine.device),
         )
-        self.states[spec.name] = LoadState.READY
+        with self._lock:
+            self.models[spec.name] = served
+            self.states[spec.name] = LoadState.READY
         logger.info("model %s ready on %s (%s)", spec.name, engine.device, loaded.weights)
         return engine
 
     def _fail(self, name: str, message: str) -> None:
-        self.states[name] = LoadState.FAILED
-        self.failures[name] = message
+        with self._lock:
+            self.states[name] = LoadState.FAILED
+            self.failures[name] = message
         logger.error("model %s not served: %s", name, message)
+
+    def abandon(self, error: Exception) -> None:
+        """Loading itself broke (not one model's): report it under ``(all)``, end loading."""
+        with self._lock:
+            self.failures.setdefault("(all)", f"{type(error).__name__}: {error}")
+        self.finished.set()
+
+    def snapshot(self) -> HubSnapshot:
+        """Copies of the states, served models and failures, all from the same moment."""
+        with self._lock:
+            return HubSnapshot(dict(self.states), list(self.models.values()), dict(self.failures))
 
     @property
     def ready(self) -> bool:
@@ -158,25 +185,35 @@ class ModelHub:
         """The served model ``name`` (default: the configured or first one)."""
         if not self.finished.is_set():
             raise NotReadyError("models are still loading; retry shortly")
+        with self._lock:
+            models, failures = dict(self.models), dict(self.failures)
         if name is None:
-            name = self.settings.default_model or next(iter(self.models), None)
+            name = self.settings.default_model or next(iter(models), None)
             if name is None:
                 raise NotReadyError("no model could be loaded; see /readyz")
-        model = self.models.get(name)
+        model = models.get(name)
         if model is None:
-            known = ", ".join(self.models) or "none"
-            detail = f" ({self.failures[name]})" if name in self.failures else ""
+            known = ", ".join(models) or "none"
+            detail = f" ({failures[name]})" if name in failures else ""
             raise UnknownModelError(f"unknown model {name!r}{detail}; served models: {known}")
         return model
 
 
-def _select(specs: list[ModelSpec], names: list[str]) -> list[ModelSpec]:
+def select_specs(models_dir: Path, names: Sequence[str]) -> list[ModelSpec]:
+    """The manifests in ``models_dir`` called ``names``, in that order (every manifest when
+    ``names`` is empty); an error names the missing ones and lists what the folder holds."""
+    specs = load_manifests(models_dir)
     if not names:
         return specs
     by_name = {spec.name: spec for spec in specs}
-    missing = [name for name in names if name not in by_name]
+    missing = ", ".join(repr(name) for name in names if name not in by_name)
     if missing:
-        raise ManifestError(
-            f"no manifest for {', '.join(missing)} (available: {', '.join(by_name) or 'none'})"
-        )
+        available = ", ".join(by_name) or "none"
+        raise ManifestError(f"no model {missing} in {models_dir} (available: {available})")
     return [by_name[name] for name in names]
+
+
+def find_spec(models_dir: Path, name: str) -> ModelSpec:
+    """The manifest called ``name`` in ``models_dir``."""
+    (spec,) = select_specs(models_dir, [name])
+    return spec

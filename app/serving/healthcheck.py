@@ -1,4 +1,4 @@
-"""``python -m app.healthcheck``: exit 0 when the local service is ready, 1 otherwise.
+"""``python -m app.serving.healthcheck``: exit 0 when the local service is ready, 1 otherwise.
 
 The container's HEALTHCHECK runs it, so slim images need no curl. It asks ``/readyz`` on
 127.0.0.1 at ``$CAMSERVE_PORT`` (default 8000).

@@ -1,0 +1,68 @@
+"""The errors of a service that takes requests: refused, too large, too early, too late.
+
+They extend the engine's ``ServiceError`` branch, so callers that catch ``CamserveError`` still
+see them; the engine itself never raises one. The HTTP layer maps each to its status::
+
+    ServiceError (app.engine.errors)
+    ├── UnauthorizedError          401  missing or wrong API key
+    │   └── BasicAuthError         401  missing or wrong basic auth (Label Studio backend)
+    ├── PayloadTooLargeError       413  the upload is larger than allowed
+    ├── UnsupportedMediaTypeError  415  the request's content type is not an image
+    ├── QueueFullError             429  the bounded queue is full (retry later)
+    ├── NotReadyError              503  models are still loading
+    ├── ShuttingDownError          503  the service is draining for shutdown
+    └── DeadlineExceededError      504  the request's deadline passed
+"""
+
+from __future__ import annotations
+
+from app.engine.errors import ServiceError
+
+__all__ = [
+    "BasicAuthError",
+    "DeadlineExceededError",
+    "NotReadyError",
+    "PayloadTooLargeError",
+    "QueueFullError",
+    "ShuttingDownError",
+    "UnauthorizedError",
+    "UnsupportedMediaTypeError",
+]
+
+
+class UnauthorizedError(ServiceError):
+    code = "unauthorized"
+    challenge = "Bearer"
+    """The ``WWW-Authenticate`` scheme the client should answer with."""
+
+
+class BasicAuthError(UnauthorizedError):
+    challenge = 'Basic realm="camserve"'
+
+
+class PayloadTooLargeError(ServiceError, ValueError):
+    code = "payload_too_large"
+
+
+class UnsupportedMediaTypeError(ServiceError, ValueError):
+    code = "unsupported_media_type"
+
+
+class QueueFullError(ServiceError):
+    code = "queue_full"
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class NotReadyError(ServiceError):
+    code = "not_ready"
+
+
+class ShuttingDownError(ServiceError):
+    code = "shutting_down"
+
+
+class DeadlineExceededError(ServiceError, TimeoutError):
+    code = "deadline_exceeded"

@@ -1,0 +1,54 @@
+"""The runtime of one app, wired from its settings: the models, the worker, metrics, codecs."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from app.config import Settings
+from app.engine.devices import resolve_device
+from app.engine.engine import CamEngine
+from app.serving.prometheus import Metrics
+from app.serving.served_models import ModelHub
+from app.serving.service import Service
+from app.serving.worker import BatchingWorker
+
+__all__ = ["build_service"]
+
+logger = logging.getLogger(__name__)
+
+
+def build_service(settings: Settings, on_fatal: Callable[[str], None] | None = None) -> Service:
+    """The model hub, the worker (which loads the models when started), the metrics and the
+    codec pool of one app. ``on_fatal`` is called from the worker thread when no model loads."""
+    hub = ModelHub(settings)
+    metrics = Metrics(resolve_device(settings.device))
+
+    def startup() -> dict[str, CamEngine]:
+        try:
+            engines = hub.load_all()
+        except Exception as error:
+            logger.exception("loading the models failed")
+            hub.abandon(error)
+            engines = {}
+        if not engines:
+            message = "no model could be loaded: " + "; ".join(hub.snapshot().failures.values())
+            logger.critical(message)
+            if on_fatal is not None:
+                on_fatal(message)
+        return engines
+
+    worker = BatchingWorker(
+        max_batch_size=settings.max_batch_size,
+        max_wait_s=settings.max_wait_ms / 1000,
+        queue_size=settings.queue_size,
+        metrics=metrics,
+        startup=startup,
+    )
+    codecs = ThreadPoolExecutor(
+        max_workers=settings.codec_threads or os.cpu_count() or 1,
+        thread_name_prefix="camserve-codec",
+    )
+    return Service(settings, hub, worker, metrics, codecs)

@@ -1,0 +1,131 @@
+"""``ModelHub`` and manifest selection: which models load, what the API may read meanwhile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.config import Settings
+from app.engine.errors import InvalidTargetError, ManifestError, UnknownModelError
+from app.serving.errors import NotReadyError
+from app.serving.served_models import LoadState, ModelHub, find_spec, select_specs
+
+
+def write_manifests(folder: Path) -> Path:
+    """``b`` and ``a``: the demo architecture with random weights at 32×32 (quick to load);
+    ``broken``: a checkpoint that does not exist."""
+    for name in ("b", "a"):
+        (folder / f"{name}.toml").write_text(
+            f'name = "{name}"\narchitecture = "shapes_resnet"\nweights = "random"\n'
+            'input_size = 32\nlabels = ["circle", "square", "triangle", "star", "cross"]\n'
+        )
+    (folder / "broken.toml").write_text(
+        'name = "broken"\narchitecture = "shapes_resnet"\nweights = "missing.pt"\n'
+    )
+    return folder
+
+
+def hub_for(folder: Path, **overrides: object) -> ModelHub:
+    settings: dict[str, object] = {"models_dir": folder, "device": "cpu", **overrides}
+    return ModelHub(Settings(_env_file=None, **settings))  # type: ignore[call-arg]
+
+
+def test_select_specs_keeps_the_order_asked_for(tmp_path: Path) -> None:
+    folder = write_manifests(tmp_path)
+    assert [spec.name for spec in select_specs(folder, ["b", "a"])] == ["b", "a"]
+    assert [spec.name for spec in select_specs(folder, [])] == ["a", "b", "broken"]
+    assert find_spec(folder, "b").name == "b"
+
+
+def test_select_specs_names_what_is_missing_and_what_there_is(tmp_path: Path) -> None:
+    folder = write_manifests(tmp_path)
+    with pytest.raises(ManifestError) as caught:
+        select_specs(folder, ["a", "x", "y"])
+    assert str(caught.value) == f"no model 'x', 'y' in {folder} (available: a, b, broken)"
+
+
+def test_loading_serves_what_loads_and_reports_what_fails(tmp_path: Path) -> None:
+    hub = hub_for(write_manifests(tmp_path))
+    assert hub.snapshot().states == dict.fromkeys(["a", "b", "broken"], LoadState.LOADING)
+    assert not hub.ready
+    engines = hub.load_all()
+    assert sorted(engines) == ["a", "b"]
+    snapshot = hub.snapshot()
+    assert snapshot.states == {
+        "a": LoadState.READY,
+        "b": LoadState.READY,
+        "broken": LoadState.FAILED,
+    }
+    assert [model.name for model in snapshot.models] == ["a", "b"]
+    assert list(snapshot.failures) == ["broken"]
+    assert "missing.pt" in snapshot.failures["broken"]
+    assert hub.ready
+    a = hub.get("a")
+    assert (a.architecture, a.num_classes, a.input_size, a.device) == (
+        "shapes_resnet",
+        5,
+        (32, 32),
+        "cpu",
+    )
+    assert a.layer == engines["a"].layer
+    assert a.layer in a.layer_names
+
+
+def test_get_waits_for_loading_then_defaults_to_the_first_model(tmp_path: Path) -> None:
+    hub = hub_for(write_manifests(tmp_path))
+    with pytest.raises(NotReadyError, match="still loading"):
+        hub.get(None)
+    hub.load_all()
+    assert hub.get(None).name == "a"
+    configured = hub_for(tmp_path, default_model="b")
+    configured.load_all()
+    assert configured.get(None).name == "b"
+
+
+def test_get_explains_an_unknown_or_failed_model(tmp_path: Path) -> None:
+    hub = hub_for(write_manifests(tmp_path))
+    hub.load_all()
+    with pytest.raises(UnknownModelError) as unknown:
+        hub.get("nope")
+    assert str(unknown.value) == "unknown model 'nope'; served models: a, b"
+    with pytest.raises(UnknownModelError, match=r"missing\.pt.*served models: a, b"):
+        hub.get("broken")
+
+
+def test_a_snapshot_is_a_copy(tmp_path: Path) -> None:
+    hub = hub_for(write_manifests(tmp_path))
+    before = hub.snapshot()
+    hub.load_all()
+    assert before.models == []
+    assert set(before.states.values()) == {LoadState.LOADING}
+    assert before.failures == {}
+
+
+def test_abandoned_loading_is_over_reported_and_not_ready(tmp_path: Path) -> None:
+    hub = hub_for(write_manifests(tmp_path))
+    hub.abandon(OSError("disk gone"))
+    assert hub.finished.is_set()
+    assert not hub.ready
+    assert hub.snapshot().failures == {"(all)": "OSError: disk gone"}
+    with pytest.raises(NotReadyError, match="no model could be loaded"):
+        hub.get(None)
+
+
+def test_an_unusable_precision_fails_every_model(tmp_path: Path) -> None:
+    hub = hub_for(write_manifests(tmp_path), autocast="bf16")  # reduced precision: CUDA only
+    assert hub.load_all() == {}
+    snapshot = hub.snapshot()
+    assert set(snapshot.states.values()) == {LoadState.FAILED}
+    assert all("only supported on CUDA" in message for message in snapshot.failures.values())
+    assert hub.finished.is_set()
+
+
+def test_class_index_accepts_labels_and_refuses_out_of_range(tmp_path: Path) -> None:
+    hub = hub_for(write_manifests(tmp_path), models=["a"])
+    hub.load_all()
+    model = hub.get("a")
+    assert model.class_index("star") == 3
+    assert model.class_index("4") == 4
+    with pytest.raises(InvalidTargetError, match=r"out of range.*0-4"):
+        model.class_index("5")

@@ -1,0 +1,49 @@
+"""The package layout that docs/design.md describes: imports only run down its table."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+APP = Path(__file__).resolve().parents[1] / "app"
+LAYERS = ["cli", "api", "web", "labeling", "quality", "serving", "config", "engine"]
+"""Top to bottom, as in docs/design.md's layout table."""
+
+
+def package_of(module: str) -> str | None:
+    """``app.serving.worker`` → ``serving``; None outside the layered packages."""
+    parts = module.split(".")
+    if parts[0] != "app" or len(parts) < 2:
+        return None
+    return parts[1] if parts[1] in LAYERS else None
+
+
+def imported_modules(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    modules: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            modules.append(node.module)
+        elif isinstance(node, ast.Import):
+            modules.extend(alias.name for alias in node.names)
+    return modules
+
+
+def test_no_package_imports_one_above_it() -> None:
+    upward = []
+    for path in sorted(APP.rglob("*.py")):
+        own = package_of("app." + ".".join(path.relative_to(APP).with_suffix("").parts))
+        if own is None:
+            continue
+        for module in imported_modules(path):
+            target = package_of(module)
+            if target is not None and LAYERS.index(target) < LAYERS.index(own):
+                upward.append(f"{path.relative_to(APP.parent)} imports {module}")
+    assert upward == []
+
+
+def test_the_design_document_lists_the_same_order() -> None:
+    design = (APP.parent / "docs" / "design.md").read_text()
+    rows = [line for line in design.splitlines() if line.startswith("| `app/")]
+    listed = [row.split("`")[1].removeprefix("app/").removesuffix(".py") for row in rows]
+    assert listed[: len(LAYERS)] == LAYERS
