@@ -55,9 +55,10 @@ from ray import serve
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the shared helpers under tests/
 
-from app.serving.ray_app import build_app  # noqa: E402
-from tests.integration.live import LiveServer, live_server  # noqa: E402
-from tests.serving.ray_cluster import (  # noqa: E402
+from app.cluster.ray_app import build_app  # noqa: E402
+from scripts.live_server import ServerProcess as LiveServer  # noqa: E402
+from scripts.live_server import camserve_environment, running, start_camserve  # noqa: E402
+from scripts.ray_cluster import (  # noqa: E402
     LocalRay,
     cpu_seconds,
     local_ray,
@@ -253,7 +254,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="camserve-ray-bench-") as temp:
         models_dir = models_folder(args.model, Path(temp))
         with (
-            live_server(models_dir, Path(temp), settings) as direct,
+            running(
+                start_camserve(camserve_environment(models_dir, settings), Path(temp))
+            ) as direct,
             local_ray(nodes=2, cpus_per_node=2, fast_autoscaling=False) as cluster,
         ):
             deploy(models_dir, settings, "one", "/one", 1, max_ongoing=args.max_ongoing)

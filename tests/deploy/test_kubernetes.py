@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from app.serving.ray_app import RayAppArgs
+from app.cluster.ray_app import RayAppArgs
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "deploy" / "kubernetes"

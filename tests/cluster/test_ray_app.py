@@ -21,11 +21,11 @@ import yaml
 from ray import serve
 from ray.serve.schema import ServeDeploySchema
 
+from app.cluster.ray_app import RayAppArgs, build_app, deployment_options
 from app.config import load_settings
-from app.serving.ray_app import RayAppArgs, build_app, deployment_options
+from scripts.ray_cluster import LocalRay, local_ray, replica_counts
 from tests.api.helpers import assert_same_explain_body
 from tests.integration.live import LiveServer, live_server
-from tests.serving.ray_cluster import LocalRay, local_ray, replica_counts
 from tests.support import image_bytes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,7 +104,7 @@ def test_the_serve_config_is_valid() -> None:
     config = yaml.safe_load((REPO / "deploy/ray/serve.yaml").read_text())
     ServeDeploySchema.model_validate(config)  # Ray's own schema of `serve deploy` files
     (application,) = config["applications"]
-    assert application["import_path"] == "app.serving.ray_app:build_app"
+    assert application["import_path"] == "app.cluster.ray_app:build_app"
     args = RayAppArgs.model_validate(application["args"])
     assert (args.num_gpus, args.min_replicas, args.max_replicas) == (1, 1, 4)
     assert args.setting_values()["models"] == "shapes"

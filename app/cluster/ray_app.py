@@ -1,6 +1,6 @@
 """camserve as a Ray Serve application: camserve's own FastAPI app in every replica.
 
-``serve run app.serving.ray_app:build_app models_dir=models replicas=2`` (or ``serve deploy
+``serve run app.cluster.ray_app:build_app models_dir=models replicas=2`` (or ``serve deploy
 deploy/ray/serve.yaml``). Ray routes, places, scales and restarts the replicas; inside each, the
 app's lifespan starts camserve's batching worker as in ``camserve serve``, and the replica counts
 as started (so Ray routes to it) only once its models are loaded and warmed. Every response names
@@ -212,7 +212,7 @@ CamserveDeployment = serve.deployment(name="camserve")(serve.ingress()(CamserveR
 
 
 def build_app(raw_args: dict[str, Any]) -> Application:
-    """The Serve application (``serve run app.serving.ray_app:build_app key=value ...``)."""
+    """The Serve application (``serve run app.cluster.ray_app:build_app key=value ...``)."""
     args = RayAppArgs.model_validate(raw_args)
     values = args.setting_values()
     settings = load_settings(**values)

@@ -8,6 +8,7 @@ process the cluster started must be gone.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import ray
 from ray import serve
 from ray.cluster_utils import Cluster
 
-from tests.integration.live import free_port
+from scripts.live_server import free_port
 
 __all__ = ["LocalRay", "cpu_seconds", "local_ray", "ray_processes", "replica_counts"]
 
@@ -74,7 +75,7 @@ def local_ray(
         for _ in range(nodes - 1):
             cluster.add_node(num_cpus=cpus_per_node)
         cluster.wait_for_nodes()
-        ray.init(address=cluster.address, logging_level="warning", log_to_driver=False)
+        ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
         port = free_port()
         # camserve logs every request itself: Ray's proxies need not log them again
         serve.start(

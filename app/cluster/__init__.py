@@ -1,0 +1,1 @@
+"""Running camserve on a cluster: the Ray Serve application (one camserve per replica)."""
