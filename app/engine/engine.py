@@ -22,9 +22,11 @@ from numpy.typing import NDArray
 from PIL import Image
 from torch import Tensor, nn
 
+from app.engine.classifier import cam_classifier
 from app.engine.colormaps import DEFAULT_COLORMAP
 from app.engine.devices import resolve_device
 from app.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
+from app.engine.flat_gradients import require_gradient_signal
 from app.engine.hooks import LayerCapture, capture_layer
 from app.engine.imaging import image_to_tensor
 from app.engine.layers import find_candidate_layers, resolve_layer
@@ -34,6 +36,7 @@ from app.engine.preprocess import Preprocessing
 from app.engine.registry import LoadedModel, load_model
 from app.engine.render import DEFAULT_ALPHA, RenderedImage, normalize_maps, render
 from app.engine.targets import class_index
+from app.engine.tokens import describe_layout, logits_of
 
 __all__ = ["CamEngine", "CamMaps", "Explanation", "ImageInput", "TargetSpec", "Targets"]
 
@@ -131,6 +134,7 @@ class CamEngine:
         self.autocast = autocast
         self.score_cam_batch_size = score_cam_batch_size
         self.layer = layer
+        self.token_layout = describe_layout(self.model, self.preprocessing.input_size, layer)
         self.layer_module(layer)
 
     @classmethod
@@ -181,7 +185,7 @@ class CamEngine:
     def candidate_layers(self) -> list[str]:
         """Shallow modules that output a feature map once per forward pass, in execution order."""
         probe = torch.zeros((1, 3, *self.preprocessing.input_size), device=self.device)
-        return find_candidate_layers(self.model, probe)
+        return find_candidate_layers(self.model, probe, self.token_layout)
 
     def layer_module(self, name: str | None = None) -> nn.Module:
         """The target module called ``name`` (default: the engine's layer)."""
@@ -244,7 +248,9 @@ class CamEngine:
         """The one forward pass (and, for gradient methods, the backward passes) with hooks."""
         module = self.layer_module(layer_name)
         with torch.inference_mode(False), torch.enable_grad():
-            with capture_layer(module, layer_name, track_gradient=spec.needs_gradients) as record:
+            with capture_layer(
+                module, layer_name, track_gradient=spec.needs_gradients, layout=self.token_layout
+            ) as record:
                 logits = self._forward(batch)
                 activation = record.require_activation()
                 chosen = self._choose_targets(logits, targets, top_k)
@@ -253,6 +259,9 @@ class CamEngine:
                     if spec.needs_gradients
                     else None
                 )
+                if gradients is not None:
+                    suggested = self.token_layout.suggested_layer
+                    require_gradient_signal(gradients, layer_name, suggested)
             return _CapturedPass(
                 batch=batch,
                 layer=layer_name,
@@ -286,7 +295,7 @@ class CamEngine:
 
     def _forward(self, batch: Tensor) -> Tensor:
         with self._autocast():
-            logits = self.model(batch)
+            logits = logits_of(self.model(batch))
         if not isinstance(logits, Tensor) or logits.dim() != 2:
             raise MethodNotApplicableError(
                 "the model must return (batch, classes) logits, got "
@@ -397,8 +406,7 @@ class CamEngine:
 
     @cached_property
     def _classifier(self) -> nn.Linear | None:
-        linears = [module for module in self.model.modules() if isinstance(module, nn.Linear)]
-        return linears[-1] if linears else None
+        return cam_classifier(self.model, self.token_layout)
 
     def _classifier_weights(self, captured: _CapturedPass) -> Tensor:
         """CAM's channel weights: rows of the final linear layer, checked to be the whole head."""

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from app.engine.errors import UnknownLayerError
+from app.engine.tokens import TokenLayout, feature_map_view
 
 __all__ = ["LayerCapture", "capture_layer", "count_hooks"]
 
@@ -57,32 +58,30 @@ class LayerCapture:
 
 @contextmanager
 def capture_layer(
-    layer: nn.Module, layer_name: str, *, track_gradient: bool
+    layer: nn.Module, layer_name: str, *, track_gradient: bool, layout: TokenLayout | None = None
 ) -> Iterator[LayerCapture]:
-    """Record ``layer``'s output (and, with ``track_gradient``, its gradient) inside the block."""
+    """Record ``layer``'s output (and, with ``track_gradient``, its gradient) inside the block;
+    ``layout`` says how the model's token or channels-last outputs fold into maps."""
     record = LayerCapture(layer_name)
     tensor_handles: list[RemovableHandle] = []
 
-    def on_forward(_module: nn.Module, _inputs: object, output: object) -> Tensor:
-        if not isinstance(output, Tensor) or output.dim() != 4:
-            shape = tuple(output.shape) if isinstance(output, Tensor) else type(output).__name__
-            raise UnknownLayerError(
-                f"layer {layer_name!r} outputs {shape}, not a (batch, channels, height, width) "
-                "feature map; choose a convolutional block"
-            )
-        if output.shape[-2] * output.shape[-1] < 2:
+    def on_forward(_module: nn.Module, _inputs: object, output: object) -> object:
+        # Token sequences (B, N, C) and channels-last maps become (B, C, h, w): app/engine/tokens
+        view = feature_map_view(output, layout or TokenLayout(), layer_name)
+        feature_map = view.map
+        if feature_map.shape[-2] * feature_map.shape[-1] < 2:
             raise UnknownLayerError(
                 f"layer {layer_name!r} outputs a 1 x 1 map, which has nothing to localise; "
                 "choose an earlier layer"
             )
         record.calls += 1
-        leaf = output.detach().clone()
+        leaf = feature_map.detach().clone()
         if track_gradient:
             leaf.requires_grad_(True)
             handle = leaf.register_hook(record.keep_gradient)  # type: ignore[no-untyped-call]
             tensor_handles.append(handle)
         record.activation = leaf
-        return leaf.clone() if track_gradient else output
+        return view.rebuild(leaf.clone()) if track_gradient else output
 
     module_handle = layer.register_forward_hook(on_forward)
     try:
