@@ -49,6 +49,7 @@ def find_candidate_layers(
     depth = _candidate_depth(layout)
     calls: dict[str, int] = {}
     spatial: dict[str, Tensor] = {}
+    """Each spatial layer's output tensor (the first one, for layers returning tuples)."""
     handles: list[RemovableHandle] = []
 
     def recorder(name: str) -> Callable[[nn.Module, object, object], None]:
@@ -56,7 +57,7 @@ def find_candidate_layers(
             calls[name] = calls.get(name, 0) + 1
             feature_map = _map_or_none(output, layout)
             if feature_map is not None and feature_map[0, 0].numel() > 1:
-                spatial[name] = feature_map
+                spatial[name] = output[0] if isinstance(output, (tuple, list)) else output
 
         return record
 
@@ -66,7 +67,7 @@ def find_candidate_layers(
     try:
         with torch.inference_mode(False), torch.set_grad_enabled(layout.has_tokens):
             output = model(probe.clone().requires_grad_(layout.has_tokens))
-            unread = _unread_maps(logits_of(output), spatial) if layout.has_tokens else set()
+            unread = _unread(logits_of(output), spatial, layout) if layout.has_tokens else set()
     finally:
         for handle in handles:
             handle.remove()
@@ -84,16 +85,18 @@ def _map_or_none(output: object, layout: TokenLayout) -> Tensor | None:
         return None
 
 
-def _unread_maps(logits: object, maps: dict[str, Tensor]) -> set[str]:
-    """Names of the maps whose gradient from the class scores is zero everywhere."""
-    names = [name for name, value in maps.items() if value.requires_grad]
+def _unread(logits: object, outputs: dict[str, Tensor], layout: TokenLayout) -> set[str]:
+    """Names of the layers whose map gets no gradient from the class scores (the prefix
+    tokens of a transformer's last block do, its patch tokens do not)."""
+    names = [name for name, value in outputs.items() if value.requires_grad]
     if not isinstance(logits, Tensor) or not logits.requires_grad or not names:
         return set()
     gradients = torch.autograd.grad(
-        logits.float().sum(), [maps[name] for name in names], allow_unused=True
+        logits.float().sum(), [outputs[name] for name in names], allow_unused=True
     )
-    return {
-        name
-        for name, gradient in zip(names, gradients, strict=True)
-        if gradient is None or not bool(gradient.any())
-    }
+    unread = set()
+    for name, gradient in zip(names, gradients, strict=True):
+        gradient_map = None if gradient is None else _map_or_none(gradient, layout)
+        if gradient_map is None or not bool(gradient_map.any()):
+            unread.add(name)
+    return unread

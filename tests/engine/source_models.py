@@ -55,7 +55,7 @@ def tiny_hf_resnet() -> ResNetForImageClassification:
 def save_hf_folder(model: PreTrainedModel, folder: Path) -> Path:
     """``save_pretrained`` (safetensors) plus the image processor a user would save with it."""
     model.save_pretrained(folder)
-    size = int(model.config.image_size)
+    size = int(getattr(model.config, "image_size", 64))
     if model.config.model_type == "vit":
         processor = ViTImageProcessor(size={"height": size, "width": size})
     else:
