@@ -57,7 +57,9 @@ def find_candidate_layers(
             calls[name] = calls.get(name, 0) + 1
             feature_map = _map_or_none(output, layout)
             if feature_map is not None and feature_map[0, 0].numel() > 1:
-                spatial[name] = output[0] if isinstance(output, (tuple, list)) else output
+                first = output[0] if isinstance(output, (tuple, list)) else output
+                if isinstance(first, Tensor):
+                    spatial[name] = first
 
         return record
 
