@@ -10,9 +10,12 @@ In one run, on the same inputs, prints seconds per image for:
 Usage::
 
     python benchmarks/engine_overhead.py                        # resnet50 + vgg16, batch 1 and 8
+    python benchmarks/engine_overhead.py --models vit_b_16 swin_t   # vision transformers
     python benchmarks/engine_overhead.py --device cuda --batch-sizes 64 --autocast bf16
 
-Weights are random: the cost of a pass does not depend on their values.
+Weights are random: the cost of a pass does not depend on their values. torchvision builds a
+ViT's head with zero weights, which no class score could be explained through (camserve answers
+422 there), so zero-initialised linear layers get random weights first.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from torchvision.models import get_model
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
 from app.engine.registry import default_layer
+
+Reshape = Callable[[torch.Tensor], torch.Tensor]
 
 
 def seconds_per_call(
@@ -62,7 +67,7 @@ def seconds_per_call(
 def measure(
     architecture: str, batch_size: int, device: torch.device, autocast: str, repeats: int
 ) -> dict[str, float]:
-    model = get_model(architecture, weights=None).eval()
+    model = _randomise_zero_linears(get_model(architecture, weights=None)).eval()
     layer = default_layer(architecture, model)
     dtype = parse_autocast(autocast, device)
     engine = CamEngine(copy.deepcopy(model), layer, device=device, autocast=dtype)
@@ -83,19 +88,45 @@ def measure(
         "camserve_top5": lambda: engine.explain(images, "gradcam", top_k=5),
     }
     if dtype is None:
-        runs["pytorch_grad_cam"] = _reference_run(model, layer, inputs)
+        runs["pytorch_grad_cam"] = _reference_run(model, layer, inputs, _reshape_for(architecture))
     timings = seconds_per_call(runs, device, repeats)
     return {name: value / batch_size for name, value in timings.items()}
 
 
-def _reference_run(model: nn.Module, layer: str, inputs: torch.Tensor) -> Callable[[], object]:
+def _reference_run(
+    model: nn.Module, layer: str, inputs: torch.Tensor, reshape: Reshape | None
+) -> Callable[[], object]:
     """pytorch-grad-cam on its own copy of the model (it needs trainable parameters), explaining
-    the same top-1 classes that camserve picks."""
+    the same top-1 classes that camserve picks; transformers with their documented reshape."""
     reference = copy.deepcopy(model).to(inputs.device)
     with torch.no_grad():
         targets = [ClassifierOutputTarget(t) for t in reference(inputs).argmax(dim=1).tolist()]
-    cam = GradCAM(model=reference, target_layers=[reference.get_submodule(layer)])
+    cam = GradCAM(
+        model=reference,
+        target_layers=[reference.get_submodule(layer)],
+        reshape_transform=reshape,
+    )
     return lambda: cam(input_tensor=inputs, targets=targets)
+
+
+def _reshape_for(architecture: str) -> Reshape | None:
+    """pytorch-grad-cam's reshape_transform: ViT tokens (class token, then a 14 x 14 grid at
+    224 x 224) and Swin's channels-last maps to (B, C, H, W)."""
+    if architecture.startswith("vit_"):
+        return lambda tokens: (
+            tokens[:, 1:, :].reshape(tokens.shape[0], 14, 14, -1).permute(0, 3, 1, 2)
+        )
+    if architecture.startswith("swin_"):
+        return lambda maps: maps.permute(0, 3, 1, 2)
+    return None
+
+
+def _randomise_zero_linears(model: nn.Module) -> nn.Module:
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear) and not module.weight.any():
+                module.weight.normal_(std=0.02)
+    return model
 
 
 def _autocast(device: torch.device, dtype: torch.dtype | None) -> torch.autocast:

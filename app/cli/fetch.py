@@ -1,4 +1,6 @@
-"""``camserve fetch-weights``: fill the torch hub cache for offline hosts and image builds."""
+"""``camserve fetch-weights``: fill the weights caches for offline hosts and image builds: the
+torch hub cache for torchvision, the Hugging Face cache (``$HF_HOME``) for timm and Hugging Face
+Hub models."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ from app.cli.common import ModelsDir, cli, console, fail
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.errors import CamserveError
 from app.engine.manifest import ModelSpec, load_manifests
+from app.engine.sources import is_pretrained_alias
+from app.engine.sources.huggingface_source import fetch_huggingface_weights
+from app.engine.sources.timm_source import fetch_timm_weights
 from app.engine.weights import (
     RANDOM_WEIGHTS,
     WeightsKind,
@@ -19,7 +24,7 @@ from app.engine.weights import (
     resolve_weights,
 )
 
-__all__ = ["fetch_weights", "pretrained_targets"]
+__all__ = ["fetch_weights", "pretrained_targets", "source_targets"]
 
 
 def pretrained_targets(names: list[str], specs: list[ModelSpec]) -> list[tuple[str, str]]:
@@ -31,6 +36,8 @@ def pretrained_targets(names: list[str], specs: list[ModelSpec]) -> list[tuple[s
     targets = []
     for name in names:
         spec = by_name.get(name)
+        if spec is not None and spec.source != "torchvision":
+            continue  # fetched by source_targets
         if spec is not None:
             if not _is_pretrained(spec):
                 raise CamserveError(f"model {name!r} does not use torchvision weights")
@@ -41,8 +48,29 @@ def pretrained_targets(names: list[str], specs: list[ModelSpec]) -> list[tuple[s
     return targets
 
 
+def source_targets(names: list[str], specs: list[ModelSpec]) -> list[ModelSpec]:
+    """The timm and Hugging Face manifests to fetch: those named, or with no names every one
+    whose weights come from the Hub."""
+    chosen = [spec for spec in specs if not names or spec.name in names]
+    return [spec for spec in chosen if spec.source != "torchvision" and _from_hub(spec)]
+
+
+def _from_hub(spec: ModelSpec) -> bool:
+    if spec.source == "timm":
+        return is_pretrained_alias(spec.weights) or not (
+            spec.weights.strip().lower() == RANDOM_WEIGHTS or spec.resolve_path(spec.weights).suffix
+        )
+    return not spec.resolve_path(spec.architecture).is_dir()
+
+
+def _fetch_from_source(spec: ModelSpec) -> str:
+    if spec.source == "timm":
+        return fetch_timm_weights(spec)
+    return fetch_huggingface_weights(spec)
+
+
 def _is_pretrained(spec: ModelSpec) -> bool:
-    if spec.weights.strip().lower() == RANDOM_WEIGHTS:
+    if spec.source != "torchvision" or spec.weights.strip().lower() == RANDOM_WEIGHTS:
         return False
     source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
     return source.kind is WeightsKind.PRETRAINED
@@ -55,21 +83,29 @@ def fetch_weights(
         typer.Argument(
             help="Model names from the models folder, or ARCHITECTURE[:WEIGHTS] such as "
             "resnet50 or resnet50:IMAGENET1K_V1 (separate them with spaces or commas). "
-            "Default: every model that uses torchvision weights."
+            "Default: every model that uses torchvision, timm or Hugging Face Hub weights."
         ),
     ] = None,
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
 ) -> None:
-    """Download pretrained weights into the torch hub cache ($TORCH_HOME/hub/checkpoints)."""
+    """Download pretrained weights into the torch hub cache ($TORCH_HOME/hub/checkpoints), and
+    timm / Hugging Face Hub models into the Hugging Face cache ($HF_HOME)."""
     try:
         specs = load_manifests(models_dir) if Path(models_dir).is_dir() else []
-        requested = [part for name in names or [] for part in name.split(",") if part.strip()]
-        targets = pretrained_targets([name.strip() for name in requested], specs)
+        requested = [part.strip() for name in names or [] for part in name.split(",")]
+        requested = [name for name in requested if name]
+        targets = pretrained_targets(requested, specs)
+        from_sources = source_targets(requested, specs)
     except CamserveError as error:
         raise fail(str(error)) from error
-    if not targets:
-        console.print("no model in the models folder uses torchvision weights; nothing to fetch")
+    if not targets and not from_sources:
+        console.print("no model in the models folder uses pretrained weights; nothing to fetch")
         return
+    for spec in from_sources:
+        try:
+            console.print(_fetch_from_source(spec), highlight=False, soft_wrap=True)
+        except CamserveError as error:
+            raise fail(str(error)) from error
     for architecture, weights in targets:
         try:
             resolved = pretrained_weights(architecture, weights).name

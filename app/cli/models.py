@@ -20,14 +20,15 @@ def list_models(models_dir: ModelsDir = DEFAULT_MODELS_DIR) -> None:
         specs = load_manifests(models_dir)
     except CamserveError as error:
         raise fail(str(error)) from error
-    table = Table("name", "architecture", "weights", "layer", "input size", "description")
+    table = Table("name", "source", "architecture", "weights", "layer", "input size", "description")
     for spec in specs:
         table.add_row(
             spec.name,
+            spec.source,
             spec.architecture,
             spec.weights,
             spec.layer or "(family default)",
-            "×".join(map(str, spec.input_size)),
+            "×".join(map(str, spec.input_size)) if spec.input_size else "(from the source)",
             spec.description,
         )
     Console().print(table)

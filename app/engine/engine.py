@@ -24,14 +24,16 @@ from numpy.typing import NDArray
 from PIL import Image
 from torch import Tensor, nn
 
+from app.engine.classifier import cam_classifier
 from app.engine.colormaps import DEFAULT_COLORMAP
 from app.engine.devices import resolve_device
 from app.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
+from app.engine.flat_gradients import require_gradient_signal
 from app.engine.hooks import capture_layers
 from app.engine.imaging import image_to_tensor
 from app.engine.layers import find_candidate_layers, resolve_layer
 from app.engine.manifest import ModelSpec
-from app.engine.methods import CamMethod, MethodContext, find_classifier, get_method
+from app.engine.methods import CamMethod, MethodContext, get_method
 from app.engine.preprocess import Preprocessing
 from app.engine.registry import LoadedModel, load_model
 from app.engine.render import (
@@ -42,6 +44,7 @@ from app.engine.render import (
     render_each,
 )
 from app.engine.targets import class_index
+from app.engine.tokens import describe_layout, logits_of
 
 __all__ = [
     "BatchExplanation",
@@ -185,6 +188,7 @@ class CamEngine:
         self.autocast = autocast
         self.score_cam_batch_size = score_cam_batch_size
         self.layer = layer
+        self.token_layout = describe_layout(self.model, self.preprocessing.input_size, layer)
         self.layer_module(layer)
 
     @classmethod
@@ -235,7 +239,7 @@ class CamEngine:
     def candidate_layers(self) -> list[str]:
         """Shallow modules that output a feature map once per forward pass, in execution order."""
         probe = torch.zeros((1, 3, *self.preprocessing.input_size), device=self.device)
-        return find_candidate_layers(self.model, probe)
+        return find_candidate_layers(self.model, probe, self.token_layout)
 
     def layer_module(self, name: str | None = None) -> nn.Module:
         """The target module called ``name`` (default: the engine's layer)."""
@@ -393,13 +397,17 @@ class CamEngine:
         needs_gradients = any(spec.needs_gradients for spec in specs)
         grad_mode = torch.enable_grad() if needs_gradients else torch.no_grad()
         with torch.inference_mode(False), grad_mode:
-            with capture_layers(modules, track_gradient=needs_gradients) as records:
+            with capture_layers(
+                modules, track_gradient=needs_gradients, layout=self.token_layout
+            ) as records:
                 logits = self._forward(batch)
             activations = [records[name].require_activation() for name in layer_names]
             chosen = self._choose_targets(logits, targets, top_k)
             gradients = (
                 self._gradients(logits, activations, chosen, layer_names) if needs_gradients else []
             )
+            for name, gradient in zip(layer_names, gradients, strict=False):
+                require_gradient_signal(gradient, name, self.token_layout.suggested_layer)
         return _CapturedPass(
             batch=batch,
             activations={
@@ -428,9 +436,8 @@ class CamEngine:
             checkpoint=checkpoint,
         )
 
-    @cached_property
     def _classifier(self) -> nn.Linear | None:
-        return find_classifier(self.model)
+        return cam_classifier(self.model, self.token_layout)
 
     def _model_input(self, inputs: Tensor) -> Tensor:
         if not isinstance(inputs, Tensor):
@@ -456,7 +463,7 @@ class CamEngine:
 
     def _forward(self, batch: Tensor) -> Tensor:
         with self._autocast():
-            logits = self.model(batch)
+            logits = logits_of(self.model(batch))
         if not isinstance(logits, Tensor) or logits.dim() != 2:
             raise MethodNotApplicableError(
                 "the model must return (batch, classes) logits, got "

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from app.engine.errors import UnknownLayerError
+from app.engine.tokens import TokenLayout, feature_map_view
 
 __all__ = ["LayerCapture", "capture_layer", "capture_layers", "count_hooks"]
 
@@ -51,33 +52,31 @@ class LayerCapture:
 
 @contextmanager
 def capture_layer(
-    layer: nn.Module, layer_name: str, *, track_gradient: bool
+    layer: nn.Module, layer_name: str, *, track_gradient: bool, layout: TokenLayout | None = None
 ) -> Iterator[LayerCapture]:
     """Record ``layer``'s output inside the block; with ``track_gradient``, as a tensor in the
-    autograd graph that gradients can be taken against."""
+    autograd graph that gradients can be taken against. ``layout`` says how the model's token or
+    channels-last outputs fold into (B, C, h, w) maps."""
     record = LayerCapture(layer_name)
 
-    def on_forward(_module: nn.Module, _inputs: object, output: object) -> Tensor:
-        if not isinstance(output, Tensor) or output.dim() != 4:
-            shape = tuple(output.shape) if isinstance(output, Tensor) else type(output).__name__
-            raise UnknownLayerError(
-                f"layer {layer_name!r} outputs {shape}, not a (batch, channels, height, width) "
-                "feature map; choose a convolutional block"
-            )
-        if output.shape[-2] * output.shape[-1] < 2:
+    def on_forward(_module: nn.Module, _inputs: object, output: object) -> object:
+        # Token sequences (B, N, C) and channels-last maps become (B, C, h, w): app/engine/tokens
+        view = feature_map_view(output, layout or TokenLayout(), layer_name)
+        feature_map = view.map
+        if feature_map.shape[-2] * feature_map.shape[-1] < 2:
             raise UnknownLayerError(
                 f"layer {layer_name!r} outputs a 1 x 1 map, which has nothing to localise; "
                 "choose an earlier layer"
             )
         record.calls += 1
         if not track_gradient:
-            record.activation = output.detach().clone()
+            record.activation = feature_map.detach().clone()
             return output
-        if output.requires_grad:  # downstream of a shallower captured layer
-            record.activation = output.clone()
+        if feature_map.requires_grad:  # downstream of a shallower captured layer
+            record.activation = feature_map.clone()
         else:
-            record.activation = output.detach().clone().requires_grad_(True)
-        return record.activation.clone()
+            record.activation = feature_map.detach().clone().requires_grad_(True)
+        return view.rebuild(record.activation.clone())
 
     handle: RemovableHandle = layer.register_forward_hook(on_forward)
     try:
@@ -88,12 +87,14 @@ def capture_layer(
 
 @contextmanager
 def capture_layers(
-    layers: Mapping[str, nn.Module], *, track_gradient: bool
+    layers: Mapping[str, nn.Module], *, track_gradient: bool, layout: TokenLayout | None = None
 ) -> Iterator[dict[str, LayerCapture]]:
     """``capture_layer`` for several named layers at once, all hooks removed on exit."""
     with ExitStack() as stack:
         yield {
-            name: stack.enter_context(capture_layer(module, name, track_gradient=track_gradient))
+            name: stack.enter_context(
+                capture_layer(module, name, track_gradient=track_gradient, layout=layout)
+            )
             for name, module in layers.items()
         }
 

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from app.engine.errors import UnknownLayerError
+from app.engine.tokens import TokenLayout, feature_map_view, logits_of
 
 __all__ = ["CANDIDATE_DEPTH", "find_candidate_layers", "resolve_layer"]
 
@@ -37,28 +38,67 @@ def _depth(name: str) -> int:
     return name.count(".") + 1
 
 
-def find_candidate_layers(model: nn.Module, probe: Tensor) -> list[str]:
-    """Modules up to ``CANDIDATE_DEPTH`` that run once on ``probe`` and output a 4-D map with
-    more than one position (global pooling outputs have no spatial information)."""
+def find_candidate_layers(
+    model: nn.Module, probe: Tensor, layout: TokenLayout | None = None
+) -> list[str]:
+    """Modules up to ``CANDIDATE_DEPTH`` (deeper in transformers: down to their blocks) that run
+    once on ``probe`` and yield a map with more than one position (global pooling outputs have
+    no spatial information). ``layout`` tells how token and channels-last outputs fold into
+    maps; token layers whose map the class scores never read (zero gradient) are left out."""
+    layout = layout or TokenLayout()
+    depth = _candidate_depth(layout)
     calls: dict[str, int] = {}
-    spatial: set[str] = set()
+    spatial: dict[str, Tensor] = {}
+    """Each spatial layer's output tensor (the first one, for layers returning tuples)."""
     handles: list[RemovableHandle] = []
 
     def recorder(name: str) -> Callable[[nn.Module, object, object], None]:
         def record(_module: nn.Module, _inputs: object, output: object) -> None:
             calls[name] = calls.get(name, 0) + 1
-            if isinstance(output, Tensor) and output.dim() == 4 and output[0, 0].numel() > 1:
-                spatial.add(name)
+            feature_map = _map_or_none(output, layout)
+            if feature_map is not None and feature_map[0, 0].numel() > 1:
+                first = output[0] if isinstance(output, (tuple, list)) else output
+                if isinstance(first, Tensor):
+                    spatial[name] = first
 
         return record
 
     for name, module in model.named_modules():
-        if name and _depth(name) <= CANDIDATE_DEPTH:
+        if name and _depth(name) <= depth:
             handles.append(module.register_forward_hook(recorder(name)))
     try:
-        with torch.no_grad():
-            model(probe)
+        with torch.inference_mode(False), torch.set_grad_enabled(layout.has_tokens):
+            output = model(probe.clone().requires_grad_(layout.has_tokens))
+            unread = _unread(logits_of(output), spatial, layout) if layout.has_tokens else set()
     finally:
         for handle in handles:
             handle.remove()
-    return [name for name in calls if name in spatial and calls[name] == 1]
+    return [name for name in calls if name in spatial and calls[name] == 1 and name not in unread]
+
+
+def _candidate_depth(layout: TokenLayout) -> int:
+    return max(CANDIDATE_DEPTH, layout.candidate_depth or CANDIDATE_DEPTH)
+
+
+def _map_or_none(output: object, layout: TokenLayout) -> Tensor | None:
+    try:
+        return feature_map_view(output, layout, "").map
+    except UnknownLayerError:
+        return None
+
+
+def _unread(logits: object, outputs: dict[str, Tensor], layout: TokenLayout) -> set[str]:
+    """Names of the layers whose map gets no gradient from the class scores (the prefix
+    tokens of a transformer's last block do, its patch tokens do not)."""
+    names = [name for name, value in outputs.items() if value.requires_grad]
+    if not isinstance(logits, Tensor) or not logits.requires_grad or not names:
+        return set()
+    gradients = torch.autograd.grad(
+        logits.float().sum(), [outputs[name] for name in names], allow_unused=True
+    )
+    unread = set()
+    for name, gradient in zip(names, gradients, strict=True):
+        gradient_map = None if gradient is None else _map_or_none(gradient, layout)
+        if gradient_map is None or not bool(gradient_map.any()):
+            unread.add(name)
+    return unread

@@ -1,16 +1,21 @@
 """Model manifests: one small TOML file per served model, validated into a ``ModelSpec``.
 
-A manifest names the model, its torchvision architecture and where its weights come from::
+A manifest names the model, where its architecture and weights come from::
 
     name = "resnet50"
-    architecture = "resnet50"
-    weights = "IMAGENET1K_V2"      # a torchvision weights name, "random", or a checkpoint path
+    source = "torchvision"         # optional: "torchvision" (default), "timm" or "huggingface"
+    architecture = "resnet50"      # the source's model name (Hugging Face: a model id or folder)
+    weights = "IMAGENET1K_V2"      # a pretrained tag, "random", or a .pt/.pth/.safetensors file
     layer = "layer4"               # optional: the family default otherwise
-    input_size = [224, 224]        # (height, width), or one number for a square
+    input_size = [224, 224]        # optional: (height, width), or one number for a square
+    mean = [0.485, 0.456, 0.406]   # optional, like std and interpolation
     num_classes = 1000             # optional
     labels = "labels.txt"          # optional: a list, or a text / JSON file of labels
 
-Relative paths (``weights``, ``labels``) are resolved against the folder holding the manifest.
+``input_size``, ``mean``, ``std``, ``interpolation`` and ``labels`` default to what the source
+publishes with the model (timm's pretrained config, Hugging Face's ``preprocessor_config.json``
+and ``id2label``), and to ImageNet's 224 x 224, mean and std otherwise. Relative paths
+(``weights``, ``labels``, a Hugging Face folder) are resolved against the manifest's folder.
 """
 
 from __future__ import annotations
@@ -20,15 +25,32 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 from app.engine.errors import ManifestError
-from app.engine.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
+from app.engine.preprocess import Preprocessing
 
-__all__ = ["MANIFEST_SUFFIX", "ModelSpec", "load_manifest", "load_manifests", "read_labels_file"]
+__all__ = [
+    "MANIFEST_SUFFIX",
+    "ModelSpec",
+    "Source",
+    "load_manifest",
+    "load_manifests",
+    "read_labels_file",
+]
+
+Source = Literal["torchvision", "timm", "huggingface"]
 
 MANIFEST_SUFFIX = ".toml"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -41,12 +63,14 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
+    source: Source = "torchvision"
     architecture: str = Field(min_length=1)
     weights: str = Field(default="DEFAULT", min_length=1)
     layer: str | None = None
-    input_size: tuple[int, int] = (224, 224)
-    mean: tuple[float, float, float] = IMAGENET_MEAN
-    std: tuple[float, float, float] = IMAGENET_STD
+    input_size: tuple[int, int] | None = None
+    mean: tuple[float, float, float] | None = None
+    std: tuple[float, float, float] | None = None
+    interpolation: Literal["bilinear", "bicubic"] | None = None
     num_classes: int | None = Field(default=None, ge=1)
     labels: list[str] | str | None = None
     description: str = ""
@@ -64,8 +88,12 @@ class ModelSpec(BaseModel):
 
     @field_validator("architecture", mode="before")
     @classmethod
-    def _normalise_architecture(cls, value: object) -> object:
-        return value.strip().lower() if isinstance(value, str) else value
+    def _normalise_architecture(cls, value: object, info: ValidationInfo) -> object:
+        """Names are lower-cased, except Hugging Face ids and folders, which are case-sensitive."""
+        if not isinstance(value, str):
+            return value
+        keep_case = info.data.get("source") == "huggingface"
+        return value.strip() if keep_case else value.strip().lower()
 
     @field_validator("weights", "layer", mode="before")
     @classmethod
@@ -88,15 +116,17 @@ class ModelSpec(BaseModel):
 
     @field_validator("input_size")
     @classmethod
-    def _positive_size(cls, value: tuple[int, int]) -> tuple[int, int]:
-        if min(value) < 1:
+    def _positive_size(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
+        if value is not None and min(value) < 1:
             raise ValueError(f"must be positive (height, width), got {list(value)}")
         return value
 
     @field_validator("std")
     @classmethod
-    def _positive_std(cls, value: tuple[float, float, float]) -> tuple[float, float, float]:
-        if min(value) <= 0:
+    def _positive_std(
+        cls, value: tuple[float, float, float] | None
+    ) -> tuple[float, float, float] | None:
+        if value is not None and min(value) <= 0:
             raise ValueError(f"every value must be > 0, got {list(value)}")
         return value
 
@@ -134,9 +164,16 @@ class ModelSpec(BaseModel):
             raise ManifestError(f"labels: {error}") from None
         return labels
 
-    def preprocessing(self) -> Preprocessing:
-        """The input size and normalisation this model expects."""
-        return Preprocessing(input_size=self.input_size, mean=self.mean, std=self.std)
+    def preprocessing(self, published: Preprocessing | None = None) -> Preprocessing:
+        """The input this model expects: the manifest's values where given, else the source's
+        ``published`` ones, else ImageNet's."""
+        base = published or Preprocessing()
+        return Preprocessing(
+            input_size=self.input_size or base.input_size,
+            mean=self.mean or base.mean,
+            std=self.std or base.std,
+            interpolation=self.interpolation or base.interpolation,
+        )
 
 
 def _check_label_list(labels: list[str]) -> None:

@@ -25,7 +25,6 @@ __all__ = [
     "XGRADCAM_EPS",
     "CamMethod",
     "MethodContext",
-    "find_classifier",
     "get_method",
     "weighted_sum",
 ]
@@ -59,7 +58,9 @@ class MethodContext:
     """The model input (B, 3, H, W) of the pass."""
     forward: Callable[[Tensor], Tensor]
     """Logits of a batch of model inputs (Score-CAM's masked passes)."""
-    classifier: nn.Linear | None
+    classifier: Callable[[], nn.Linear | None]
+    """The model's linear classifier, looked up only when a method reads it (CAM); the lookup
+    refuses heads that classify a class token."""
     """The model's final linear layer, if it has one (CAM)."""
     logit_tolerance: float = 1e-3
     """Relative tolerance when CAM checks that the classifier reproduces the logits."""
@@ -87,12 +88,6 @@ class CamMethod:
     """One map per image whatever the targets (the map does not depend on the class)."""
 
 
-def find_classifier(model: nn.Module) -> nn.Linear | None:
-    """The model's classifier for CAM: its last ``nn.Linear`` module, if any."""
-    linears = [module for module in model.modules() if isinstance(module, nn.Linear)]
-    return linears[-1] if linears else None
-
-
 def weighted_sum(activations: Tensor, weights: Tensor) -> Tensor:
     """Maps (B, K, h, w) from activations (B, 1, C, h, w) and channel weights (B, K, C)."""
     maps: Tensor = torch.einsum("bkc,bchw->bkhw", weights, activations.squeeze(1))
@@ -107,7 +102,7 @@ def cam(context: MethodContext) -> Tensor:
 
 
 def _classifier_rows(context: MethodContext) -> Tensor:
-    linear = context.classifier
+    linear = context.classifier()
     pooled = context.activations.squeeze(1).mean(dim=_SPATIAL)
     if linear is not None and linear.in_features == pooled.shape[1]:
         bias = None if linear.bias is None else linear.bias.float()

@@ -14,10 +14,12 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor
 
-__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "Preprocessing", "group_by_size"]
+__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "INTERPOLATIONS", "Preprocessing", "group_by_size"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+INTERPOLATIONS = ("bilinear", "bicubic")
+"""The resampling filters a model's input can be resized with (always antialiased)."""
 
 
 def group_by_size(images: Sequence[Tensor]) -> dict[tuple[int, int], list[int]]:
@@ -39,12 +41,18 @@ class Preprocessing:
     input_size: tuple[int, int] = (224, 224)
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
+    interpolation: str = "bilinear"
 
     def __post_init__(self) -> None:
         if len(self.input_size) != 2 or min(self.input_size) < 1:
             raise ValueError(f"input_size must be (height, width) > 0, got {self.input_size}")
         if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
             raise ValueError("mean and std need three values each, std > 0")
+        if self.interpolation not in INTERPOLATIONS:
+            raise ValueError(
+                f"interpolation must be one of {', '.join(INTERPOLATIONS)}, "
+                f"got {self.interpolation!r}"
+            )
 
     def __call__(self, images: Sequence[Tensor], device: torch.device) -> Tensor:
         """(B, 3, h, w) float32 model input on ``device`` from (3, H, W) uint8 images."""
@@ -54,7 +62,11 @@ class Preprocessing:
         for indices in group_by_size(images).values():
             group = torch.stack([images[i] for i in indices]).to(device).float().div_(255)
             batch[indices] = F.interpolate(
-                group, size=self.input_size, mode="bilinear", align_corners=False, antialias=True
+                group,
+                size=self.input_size,
+                mode=self.interpolation,
+                align_corners=False,
+                antialias=True,
             )
         mean = torch.tensor(self.mean, device=device).view(1, 3, 1, 1)
         std = torch.tensor(self.std, device=device).view(1, 3, 1, 1)

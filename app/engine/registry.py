@@ -1,7 +1,8 @@
-"""The torchvision CNN families camserve explains, their default target layers, and loading.
+"""The torchvision families camserve explains, their default target layers, and loading.
 
 ``load_model`` turns a validated ``ModelSpec`` into a ready ``LoadedModel``: the module built
-from torchvision with the right number of classes, its weights applied, its labels and target
+from torchvision (or, for ``source = "timm"`` / ``"huggingface"``, by ``app/engine/sources``)
+with the right number of classes, its weights applied, its labels and target
 layer resolved. Everything a manifest can get wrong fails here, at load time, not on the first
 request.
 """
@@ -28,6 +29,11 @@ from app.engine.layers import find_candidate_layers, resolve_layer
 from app.engine.manifest import ModelSpec
 from app.engine.preprocess import Preprocessing
 from app.engine.shapes_net import SHAPES_NET, ShapesNet
+from app.engine.sources import SourceModel
+from app.engine.sources.huggingface_source import load_huggingface
+from app.engine.sources.timm_source import load_timm
+from app.engine.sources.transformer_layers import transformer_default_layer
+from app.engine.tokens import describe_layout, logits_of
 from app.engine.weights import WeightsKind, WeightsSource, apply_state_dict, resolve_weights
 
 __all__ = [
@@ -63,6 +69,14 @@ def _last_feature_relu(module: nn.Module) -> str:
     raise UnknownLayerError(f"{type(module).__name__} has no ReLU in 'features' to target")
 
 
+def _transformer_layer(module: nn.Module) -> str:
+    """ViT: the last block's first norm; Swin: the last stage's last block."""
+    layer = transformer_default_layer(module)
+    if layer is None:
+        raise UnknownLayerError(f"{type(module).__name__} is not a ViT or Swin model")
+    return layer
+
+
 FAMILIES: tuple[tuple[tuple[str, ...], LayerRule], ...] = (
     (("resnet", "resnext", "wide_resnet"), _fixed("layer4")),
     (("vgg", "alexnet"), _last_feature_relu),
@@ -71,6 +85,7 @@ FAMILIES: tuple[tuple[tuple[str, ...], LayerRule], ...] = (
     (("regnet",), _fixed("trunk_output")),
     (("mnasnet",), _fixed("layers")),
     (("shufflenet_v2",), _fixed("conv5")),
+    (("vit_", "swin_"), _transformer_layer),
 )
 """Architecture name prefixes of each supported family, with its default-layer rule."""
 
@@ -124,8 +139,8 @@ def require_supported(architecture: str) -> None:
     if architecture not in _supported():
         raise UnknownArchitectureError(
             f"unsupported architecture {architecture!r}; supported: "
-            f"{', '.join(_supported())} (transformers and models with auxiliary heads, "
-            "such as vit, swin, googlenet and inception_v3, are not)"
+            f"{', '.join(_supported())} (models with auxiliary heads, such as googlenet and "
+            "inception_v3, are not); for timm or Hugging Face models set 'source'"
         )
 
 
@@ -156,6 +171,8 @@ def build_model(architecture: str, num_classes: int) -> nn.Module:
 
 def load_model(spec: ModelSpec) -> LoadedModel:
     """Build the model a manifest describes, with its weights, labels and target layer."""
+    if spec.source != "torchvision":
+        return _load_from_source(spec)
     with _naming_model(spec.name):
         require_supported(spec.architecture)
         source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
@@ -179,12 +196,55 @@ def load_model(spec: ModelSpec) -> LoadedModel:
 
 def model_labels(spec: ModelSpec) -> list[str]:
     """The class labels ``load_model`` gives ``spec``, found without building the model or
-    reading its weights (torchvision weights only contribute their published categories)."""
+    reading its weights (torchvision weights only contribute their published categories).
+    timm and Hugging Face models are built, since their labels come with them."""
+    if spec.source != "torchvision":
+        return _load_from_source(spec).labels
     with _naming_model(spec.name):
         require_supported(spec.architecture)
         source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
         given_labels = spec.load_labels()
         return _labels(given_labels, source, _num_classes(spec, given_labels, source))
+
+
+def _load_from_source(spec: ModelSpec) -> LoadedModel:
+    """A timm or Hugging Face model, with the manifest's values over the source's own."""
+    with _naming_model(spec.name):
+        built = _source_loader(spec)(spec)
+        preprocessing = spec.preprocessing(built.preprocessing)
+        module = built.module
+        num_classes = _output_classes(module, preprocessing)
+        labels = spec.load_labels() or built.labels
+        if labels is not None and len(labels) != num_classes:
+            raise ManifestError(
+                f"labels has {len(labels)} entries but the model has {num_classes} classes"
+            )
+        layer = spec.layer or built.default_layer
+        if layer not in dict(module.named_modules()):
+            resolve_layer(module, layer, _candidates(module, preprocessing))
+        return LoadedModel(
+            name=spec.name,
+            architecture=spec.architecture,
+            module=module,
+            layer=layer,
+            labels=labels or [f"class_{index}" for index in range(num_classes)],
+            preprocessing=preprocessing,
+            weights=built.weights,
+        )
+
+
+def _source_loader(spec: ModelSpec) -> Callable[[ModelSpec], SourceModel]:
+    return load_timm if spec.source == "timm" else load_huggingface
+
+
+def _output_classes(module: nn.Module, preprocessing: Preprocessing) -> int:
+    """The number of classes the model scores, from one forward pass on a blank input."""
+    probe = torch.zeros((1, 3, *preprocessing.input_size))
+    with torch.no_grad():
+        logits = logits_of(module(probe))
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2:
+        raise ManifestError("the model does not return (batch, classes) scores")
+    return int(logits.shape[1])
 
 
 def _build_for(spec: ModelSpec, source: WeightsSource, num_classes: int) -> nn.Module:
@@ -240,7 +300,8 @@ def _target_layer(spec: ModelSpec, module: nn.Module) -> str:
 def _candidates(module: nn.Module, preprocessing: Preprocessing) -> list[str] | None:
     """The layers worth suggesting, or ``None`` (every shallow name) if the probe fails."""
     probe = torch.zeros((1, 3, *preprocessing.input_size))
+    layout = describe_layout(module, preprocessing.input_size)
     try:
-        return find_candidate_layers(module, probe)
+        return find_candidate_layers(module, probe, layout)
     except RuntimeError:
         return None

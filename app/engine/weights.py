@@ -5,14 +5,15 @@ Three sources, chosen by the manifest's ``weights`` value:
 * a torchvision weights name (``DEFAULT``, ``IMAGENET1K_V2``, ...): the published file, read
   from the torch hub cache (``$TORCH_HOME/hub/checkpoints``) and downloaded into it when missing;
 * ``random``: torchvision's own initialisation (seed torch beforehand for reproducible maps);
-* a path to a local checkpoint holding a state dict.
+* a path to a local checkpoint holding a state dict: a torch file, or a ``.safetensors`` file.
 
-Every file is read with ``torch.load(..., weights_only=True)``: tensors and plain containers
-only, never arbitrary pickled objects.
+Every torch file is read with ``torch.load(..., weights_only=True)``: tensors and plain
+containers only, never arbitrary pickled objects; safetensors files hold nothing but tensors.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections import OrderedDict
@@ -50,6 +51,7 @@ __all__ = [
 ]
 
 RANDOM_WEIGHTS = "random"
+SAFETENSORS_SUFFIX = ".safetensors"
 CHECKPOINT_KEYS = ("state_dict", "model")
 PARALLEL_PREFIX = "module."
 SHOWN_KEYS = 8
@@ -227,11 +229,30 @@ def load_checkpoint_state(path: Path) -> StateDict:
             f"checkpoint {path} not found (relative weights paths are resolved against "
             "the manifest's folder)"
         )
+    if path.suffix == SAFETENSORS_SUFFIX:
+        return strip_parallel_prefix(_load_safetensors(path))
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many types for unreadable or unsafe files
         raise CheckpointMismatchError(_unloadable_message(path, error)) from error
     return strip_parallel_prefix(_as_state_dict(_unwrap(loaded), f"checkpoint {path}"))
+
+
+def _load_safetensors(path: Path) -> StateDict:
+    try:
+        safetensors_torch = importlib.import_module("safetensors.torch")
+    except ImportError as error:
+        raise ManifestError(
+            f"checkpoint {path} is a safetensors file, which needs the optional package "
+            "'safetensors': pip install 'camserve[timm]' or 'camserve[huggingface]'"
+        ) from error
+    try:
+        state = safetensors_torch.load_file(str(path), device="cpu")
+    except Exception as error:  # a damaged or foreign file: one message for all its forms
+        raise CheckpointMismatchError(
+            f"checkpoint {path} cannot be read as safetensors: {_reason(error)}"
+        ) from error
+    return _as_state_dict(state, f"checkpoint {path}")
 
 
 def _unloadable_message(path: Path, error: Exception) -> str:

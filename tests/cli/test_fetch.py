@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import huggingface_hub.constants
+import pytest
 import torch
 import torchvision
 from typer.testing import CliRunner
@@ -68,3 +70,30 @@ def test_models_without_torchvision_weights_are_not_fetched(
     assert result.exit_code == 1
     assert "does not use torchvision weights" in result.output
     assert downloads == []
+
+
+def test_timm_and_hugging_face_models_are_fetched_into_the_hugging_face_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offline, each Hub model is tried and fails with its cause; random and folder models are
+    not fetched at all, and torchvision manifests beside them still resolve."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "vit.toml").write_text(
+        'name = "vit"\nsource = "timm"\narchitecture = "vit_tiny_patch16_224"\n'
+    )
+    (models / "scratch.toml").write_text(
+        'name = "scratch"\nsource = "timm"\narchitecture = "resnet18"\nweights = "random"\n'
+    )
+    (models / "hub.toml").write_text(
+        'name = "hub"\nsource = "huggingface"\narchitecture = "google/vit-base-patch16-224"\n'
+    )
+    result = runner.invoke(cli, ["fetch-weights", "scratch", "--models-dir", str(models)])
+    assert result.exit_code == 0, result.output
+    assert "nothing to fetch" in result.output
+    for name, expected in (("vit", "timm vit_tiny_patch16_224"), ("hub", "google/vit-base")):
+        result = runner.invoke(cli, ["fetch-weights", name, "--models-dir", str(models)])
+        assert result.exit_code != 0
+        assert expected in result.output.replace("\n", "")

@@ -239,7 +239,7 @@ def test_unknown_layer_lists_candidates(small: CamEngine) -> None:
 
 
 def test_layer_without_a_feature_map_is_refused(small: CamEngine) -> None:
-    with pytest.raises(UnknownLayerError, match=r"not a .batch, channels, height, width"):
+    with pytest.raises(UnknownLayerError, match=r"neither a .batch, channels.* use .features."):
         small.compute(torch.randn(1, 3, 16, 16), "gradcam", layer="fc")
     assert count_hooks(small.model) == 0
 

@@ -65,8 +65,9 @@ def test_minimal_manifest_gets_defaults(tmp_path: Path) -> None:
 
     assert spec.weights == "DEFAULT"
     assert spec.layer is None
-    assert spec.input_size == (224, 224)
-    assert (spec.mean, spec.std) == (IMAGENET_MEAN, IMAGENET_STD)
+    assert spec.source == "torchvision"
+    assert (spec.input_size, spec.mean, spec.std, spec.interpolation) == (None, None, None, None)
+    assert spec.preprocessing() == Preprocessing((224, 224), IMAGENET_MEAN, IMAGENET_STD)
     assert spec.num_classes is None
     assert spec.labels is None
     assert spec.load_labels() is None

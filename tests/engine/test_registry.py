@@ -43,7 +43,11 @@ EXPECTED_DEFAULT_LAYERS = {
     "shufflenet_v2_x1_0": "conv5",
     "squeezenet1_1": "features",
 }
-UNSUPPORTED = ["vit_b_16", "swin_t", "maxvit_t", "googlenet", "inception_v3", "not_a_model"]
+UNSUPPORTED = ["maxvit_t", "googlenet", "inception_v3", "not_a_model"]
+TRANSFORMER_DEFAULT_LAYERS = {
+    "vit_b_16": "encoder.layers.encoder_layer_11.ln_1",
+    "swin_t": "features.7.1",
+}
 PROBE_SIZE = 64
 
 
@@ -74,6 +78,14 @@ def test_default_layer_is_a_feature_map(architecture: str, layer: str) -> None:
         assert_last_rectified_convolution(model, int(layer.split(".")[1]))
 
 
+@pytest.mark.parametrize(("architecture", "layer"), TRANSFORMER_DEFAULT_LAYERS.items())
+def test_transformer_default_layers(architecture: str, layer: str) -> None:
+    """ViT: the last block's first norm (tokens); Swin: the last stage's last block (NHWC)."""
+    model = build_model(architecture, num_classes=10)
+    assert architecture in supported_architectures()
+    assert default_layer(architecture, model) == layer
+
+
 def assert_last_rectified_convolution(model: nn.Module, index: int) -> None:
     """``features[index]`` is a ReLU and no convolution comes after it."""
     features = list(model.get_submodule("features").children())
@@ -102,7 +114,7 @@ def test_unknown_architecture_lists_the_supported_ones(architecture: str) -> Non
 
 
 def test_unknown_architecture_in_a_manifest_fails_at_load() -> None:
-    spec = ModelSpec(name="vision", architecture="vit_b_16", weights="random")
+    spec = ModelSpec(name="vision", architecture="maxvit_t", weights="random")
     with pytest.raises(UnknownArchitectureError, match=r"model 'vision': .*resnet18"):
         load_model(spec)
 
@@ -182,6 +194,6 @@ def test_model_labels_are_the_loaded_models_labels(spec: ModelSpec) -> None:
 
 
 def test_model_labels_name_the_model_in_errors() -> None:
-    spec = ModelSpec(name="odd", architecture="vit_b_16", weights="random")
+    spec = ModelSpec(name="odd", architecture="maxvit_t", weights="random")
     with pytest.raises(UnknownArchitectureError, match=r"model 'odd': unsupported architecture"):
         model_labels(spec)
