@@ -31,6 +31,7 @@ from app.engine.errors import (
     UnknownModelError,
 )
 from app.engine.render import render
+from app.engine.resize_policy import PlacementOf
 from app.metrics import Metrics
 
 __all__ = ["BatchKey", "BatchingWorker", "Job", "JobResult", "RenderOptions"]
@@ -253,7 +254,9 @@ class BatchingWorker:
             top_k=key.ranks,
             layer=key.layer,
         )
-        overlays, heatmaps = _render_by_options(cams, images, [job.render for job in jobs])
+        overlays, heatmaps = _render_by_options(
+            cams, images, [job.render for job in jobs], engine.preprocessing.placement
+        )
         predictions = cams.probabilities.topk(
             min(max(PREDICTIONS, key.ranks), cams.logits.shape[1]), dim=1
         )
@@ -282,7 +285,7 @@ class BatchingWorker:
 
 
 def _render_by_options(
-    cams: CamMaps, images: list[Tensor], options: list[RenderOptions]
+    cams: CamMaps, images: list[Tensor], options: list[RenderOptions], placement: PlacementOf
 ) -> tuple[list[NDArray[np.uint8]], list[NDArray[np.uint8]]]:
     """Render each group of jobs that share alpha and colormap in one call; CPU uint8 out."""
     groups: dict[RenderOptions, list[int]] = defaultdict(list)
@@ -296,6 +299,7 @@ def _render_by_options(
             [images[i] for i in indices],
             alpha=option.alpha,
             colormap=option.colormap,
+            placement=placement,
         )
         for index, image in zip(indices, rendered, strict=True):
             overlays[index] = image.overlays.cpu().numpy()

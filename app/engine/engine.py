@@ -234,7 +234,14 @@ class CamEngine:
         originals = [self._as_device_image(image) for image in images]
         batch = self.preprocessing(originals, self.device)
         cams = self.compute(batch, method, targets, top_k=top_k, layer=layer)
-        return Explanation(cams, render(cams.raw_maps, originals, alpha=alpha, colormap=colormap))
+        rendered = render(
+            cams.raw_maps,
+            originals,
+            alpha=alpha,
+            colormap=colormap,
+            placement=self.preprocessing.placement,
+        )
+        return Explanation(cams, rendered)
 
     # ------------------------------------------------------------------ steps
 

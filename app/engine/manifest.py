@@ -7,6 +7,7 @@ A manifest names the model, its torchvision architecture and where its weights c
     weights = "IMAGENET1K_V2"      # a torchvision weights name, "random", or a checkpoint path
     layer = "layer4"               # optional: the family default otherwise
     input_size = [224, 224]        # (height, width), or one number for a square
+    resize = "stretch"             # optional: "stretch", "letterbox" or "shorter-side"
     num_classes = 1000             # optional
     labels = "labels.txt"          # optional: a list, or a text / JSON file of labels
 
@@ -27,6 +28,7 @@ from pydantic_core import ErrorDetails
 
 from app.engine.errors import ManifestError
 from app.engine.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
+from app.engine.resize_policy import ResizePolicy
 
 __all__ = ["MANIFEST_SUFFIX", "ModelSpec", "load_manifest", "load_manifests", "read_labels_file"]
 
@@ -47,6 +49,7 @@ class ModelSpec(BaseModel):
     input_size: tuple[int, int] = (224, 224)
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
+    resize: ResizePolicy = ResizePolicy.STRETCH
     num_classes: int | None = Field(default=None, ge=1)
     labels: list[str] | str | None = None
     description: str = ""
@@ -136,7 +139,9 @@ class ModelSpec(BaseModel):
 
     def preprocessing(self) -> Preprocessing:
         """The input size and normalisation this model expects."""
-        return Preprocessing(input_size=self.input_size, mean=self.mean, std=self.std)
+        return Preprocessing(
+            input_size=self.input_size, mean=self.mean, std=self.std, resize=self.resize
+        )
 
 
 def _check_label_list(labels: list[str]) -> None:
