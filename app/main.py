@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 import torch
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi_offline import FastAPIOffline
 
 from app import __version__
 from app.api import explain_routes, labelstudio_routes, model_routes, ops_routes
@@ -47,14 +48,18 @@ DESCRIPTION = (
 
 
 def create_app(
-    settings: Settings | None = None, *, on_fatal: Callable[[str], None] | None = None
+    settings: Settings | None = None,
+    *,
+    on_fatal: Callable[[str], None] | None = None,
+    on_loaded: Callable[[ModelHub], None] | None = None,
 ) -> FastAPI:
-    """Build the app. ``on_fatal`` is called (from the worker thread) when no model loads."""
+    """Build the app. ``on_fatal`` is called (from the worker thread) when no model loads,
+    ``on_loaded`` when loading is over and at least one model serves."""
     settings = settings or load_settings()
     configure_logging(settings.log_level)
     if settings.torch_threads:
         torch.set_num_threads(settings.torch_threads)
-    service = _build_service(settings, on_fatal)
+    service = _build_service(settings, on_fatal, on_loaded)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -68,7 +73,15 @@ def create_app(
             await fetcher.aclose()
             service.codecs.shutdown(wait=True)
 
-    app = FastAPI(title="camserve", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    # /docs loads Swagger UI from files shipped with fastapi-offline, not from a CDN, so it works
+    # on a machine without internet. No /redoc: ReDoc's page fetches its logo from the web.
+    app = FastAPIOffline(
+        title="camserve",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        redoc_url=None,
+    )
     app.state.settings = settings
     app.state.service = service
     install_error_handlers(app)
@@ -112,7 +125,11 @@ def _image_sources(settings: Settings) -> ImageSourceConfig:
     )
 
 
-def _build_service(settings: Settings, on_fatal: Callable[[str], None] | None) -> Service:
+def _build_service(
+    settings: Settings,
+    on_fatal: Callable[[str], None] | None,
+    on_loaded: Callable[[ModelHub], None] | None,
+) -> Service:
     hub = ModelHub(settings)
     metrics = Metrics(resolve_device(settings.device))
 
@@ -129,6 +146,8 @@ def _build_service(settings: Settings, on_fatal: Callable[[str], None] | None) -
             logger.critical(message)
             if on_fatal is not None:
                 on_fatal(message)
+        elif on_loaded is not None:
+            on_loaded(hub)
         return engines
 
     worker = BatchingWorker(

@@ -10,7 +10,9 @@ import uvicorn
 
 from app.config import Settings
 from app.engine.errors import ModelError
+from app.hub import ModelHub
 from app.main import create_app
+from app.startup_report import page_url, startup_report
 
 __all__ = ["GRACEFUL_SHUTDOWN_S", "run_server"]
 
@@ -42,7 +44,12 @@ def run_server(settings: Settings) -> None:
         if server is not None:
             server.should_exit = True
 
-    app = create_app(settings, on_fatal=stop_for)
+    def report(hub: ModelHub) -> None:
+        default = settings.default_model or next(iter(hub.models), None)
+        url = page_url(settings.host, settings.port)
+        print(startup_report(url, list(hub.models), default, hub.failures), flush=True)
+
+    app = create_app(settings, on_fatal=stop_for, on_loaded=report)
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -209,7 +209,10 @@ def load_manifest(path: Path) -> ModelSpec:
 def load_manifests(directory: Path) -> list[ModelSpec]:
     """Every ``*.toml`` manifest in ``directory``, sorted by model name; names must be unique."""
     if not directory.is_dir():
-        raise ManifestError(f"model directory {directory} does not exist or is not a folder")
+        raise ManifestError(
+            f"model directory {directory} does not exist or is not a folder; point camserve at "
+            "your manifests with --models-dir DIR or CAMSERVE_MODELS_DIR=DIR"
+        )
     files: dict[str, Path] = {}
     specs: list[ModelSpec] = []
     for path in sorted(directory.glob(f"*{MANIFEST_SUFFIX}")):

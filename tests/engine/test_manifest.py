@@ -224,5 +224,6 @@ def test_one_bad_manifest_fails_the_directory(tmp_path: Path) -> None:
 
 
 def test_missing_directory(tmp_path: Path) -> None:
-    with pytest.raises(ManifestError, match="does not exist"):
+    with pytest.raises(ManifestError, match="does not exist") as caught:
         load_manifests(tmp_path / "absent")
+    assert "--models-dir DIR or CAMSERVE_MODELS_DIR=DIR" in str(caught.value)
