@@ -33,6 +33,9 @@ def train_demo_command(
     held_out: Annotated[
         int, typer.Option(min=1, help="Held-out scenes (other seed and settings) to score.")
     ] = TrainingConfig.held_out_images,
+    first_scene: Annotated[
+        int, typer.Option(min=0, help="Index of the first training scene (for continued runs).")
+    ] = TrainingConfig.first_scene,
     learning_rate: Annotated[
         float, typer.Option(min=0.0, help="Peak learning rate of the one-cycle schedule.")
     ] = TrainingConfig.learning_rate,
@@ -58,6 +61,7 @@ def train_demo_command(
         batch_size=batch_size,
         learning_rate=learning_rate,
         held_out_images=held_out,
+        first_scene=first_scene,
         seed=seed,
         initial_weights=initial_weights,
     )

@@ -59,6 +59,8 @@ class TrainingConfig:
     held_out_images: int = 1000
     seed: int = 0
     """Seeds the network's initialisation."""
+    first_scene: int = 0
+    """Index of the first training scene, so a continued run can draw scenes it has not seen."""
     initial_weights: Path | None = None
     """Start from this ``ShapesNet`` state dict (e.g. the shipped model) instead of at random."""
 
@@ -156,7 +158,7 @@ def _training_batches(
         steps * config.batch_size,
         size,
         TRAINING_SCENES,
-        offset=first_index * config.batch_size,
+        offset=config.first_scene + first_index * config.batch_size,
     )
     return DataLoader(dataset, batch_size=config.batch_size, num_workers=1, prefetch_factor=4)
 

@@ -9,8 +9,16 @@ import torch
 from app.engine.registry import load_model
 from app.engine.shapes_net import ShapesNet
 from app.model_store import find_spec
-from app.quality.scenes import SHAPES
-from app.quality.training import DEMO_RESIZE, TrainingConfig, train_demo, write_demo_model
+from app.quality.scenes import SHAPES, TRAINING_SCENES
+from app.quality.training import (
+    DEMO_RESIZE,
+    TRAIN_SEED,
+    SceneDataset,
+    TrainingConfig,
+    _training_batches,
+    train_demo,
+    write_demo_model,
+)
 
 
 def test_a_short_run_trains_every_phase_and_writes_a_loadable_model(tmp_path: Path) -> None:
@@ -50,3 +58,11 @@ def test_training_can_start_from_a_checkpoint(tmp_path: Path) -> None:
     # With a zero learning rate only the batch-norm statistics move; the weights are the start.
     assert torch.equal(model.state_dict()["fc.weight"], start.state_dict()["fc.weight"])
     assert torch.equal(model.state_dict()["stem.0.weight"], start.state_dict()["stem.0.weight"])
+
+
+def test_a_continued_run_starts_at_its_first_scene() -> None:
+    config = TrainingConfig(phases=((32, 1),), batch_size=2, first_scene=5)
+    inputs, labels = next(iter(_training_batches(config, 32, steps=1, first_index=0)))
+    expected = SceneDataset(TRAIN_SEED, 2, 32, TRAINING_SCENES, offset=5)
+    assert labels.tolist() == [expected[0][1], expected[1][1]]
+    assert torch.equal(inputs[0], expected[0][0])
