@@ -35,7 +35,7 @@ import httpx
 from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.quality.scenes import SHAPES, Scene, scene_at
+from app.quality.scenes import SHAPES, Scene, scene_at, square_settings
 from scripts.labelstudio_checks import Expected, check_prediction
 from scripts.labelstudio_client import LabelStudio
 from scripts.labelstudio_servers import (
@@ -94,8 +94,8 @@ class SceneTask:
 def scene_tasks() -> list[SceneTask]:
     """Two fixed scenes of different classes and sizes: one to upload, one as a local file."""
     return [
-        SceneTask("upload", "scene-upload.png", scene_at(2026, 0, 128)),
-        SceneTask("local-files", "scene-local.png", scene_at(2026, 2, 192)),
+        SceneTask("upload", "scene-upload.png", scene_at(2026, 0, square_settings(128))),
+        SceneTask("local-files", "scene-local.png", scene_at(2026, 2, square_settings(192))),
     ]
 
 

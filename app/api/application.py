@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 import torch
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi_offline import FastAPIOffline
 
 from app import __version__
 from app.api import explain_routes, kserve_routes, labelstudio_routes, model_routes, ops_routes
@@ -25,6 +26,7 @@ from app.labeling.labelstudio_backend import LabelStudioBackend
 from app.labeling.task_images import ImageSourceConfig, TaskImageFetcher
 from app.serving.logs import configure_logging
 from app.serving.runtime import build_service
+from app.serving.served_models import ModelHub
 from app.web import routes as web_routes
 
 __all__ = ["create_app"]
@@ -37,14 +39,18 @@ DESCRIPTION = (
 
 
 def create_app(
-    settings: Settings | None = None, *, on_fatal: Callable[[str], None] | None = None
+    settings: Settings | None = None,
+    *,
+    on_fatal: Callable[[str], None] | None = None,
+    on_loaded: Callable[[ModelHub], None] | None = None,
 ) -> FastAPI:
-    """Build the app. ``on_fatal`` is called (from the worker thread) when no model loads."""
+    """Build the app. ``on_fatal`` is called (from the worker thread) when no model loads,
+    ``on_loaded`` when loading is over and at least one model serves."""
     settings = settings or load_settings()
     configure_logging(settings.log_level)
     if settings.torch_threads:
         torch.set_num_threads(settings.torch_threads)
-    service = build_service(settings, on_fatal)
+    service = build_service(settings, on_fatal, on_loaded)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -58,7 +64,15 @@ def create_app(
             await fetcher.aclose()
             service.codecs.shutdown(wait=True)
 
-    app = FastAPI(title="camserve", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    # /docs loads Swagger UI from files shipped with fastapi-offline, not from a CDN, so it works
+    # on a machine without internet. No /redoc: ReDoc's page fetches its logo from the web.
+    app = FastAPIOffline(
+        title="camserve",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        redoc_url=None,
+    )
     app.state.settings = settings
     app.state.service = service
     install_error_handlers(app)

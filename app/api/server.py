@@ -9,8 +9,10 @@ from contextlib import contextmanager
 import uvicorn
 
 from app.api.application import create_app
+from app.api.startup_report import page_url, startup_report
 from app.config import Settings
 from app.engine.errors import ModelError
+from app.serving.served_models import ModelHub
 
 __all__ = ["GRACEFUL_SHUTDOWN_S", "run_server"]
 
@@ -42,7 +44,14 @@ def run_server(settings: Settings) -> None:
         if server is not None:
             server.should_exit = True
 
-    app = create_app(settings, on_fatal=stop_for)
+    def report(hub: ModelHub) -> None:
+        snapshot = hub.snapshot()
+        served = [model.name for model in snapshot.models]
+        default = settings.default_model or next(iter(served), None)
+        url = page_url(settings.host, settings.port)
+        print(startup_report(url, served, default, snapshot.failures), flush=True)
+
+    app = create_app(settings, on_fatal=stop_for, on_loaded=report)
     config = uvicorn.Config(
         app,
         host=settings.host,

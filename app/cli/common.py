@@ -11,9 +11,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from app.engine.errors import CamserveError
 from app.engine.manifest import ModelSpec, load_manifests
-from app.serving.served_models import find_spec
+from app.engine.registry import LoadedModel, load_model
+from app.serving.served_models import find_spec, first_loadable
 
-__all__ = ["ModelsDir", "choose_spec", "cli", "console", "fail", "progress_bar"]
+__all__ = [
+    "ModelsDir",
+    "choose_spec",
+    "cli",
+    "console",
+    "fail",
+    "load_chosen_model",
+    "progress_bar",
+]
 
 cli = typer.Typer(
     help="CAM / Grad-CAM explanations of image classifiers.",
@@ -61,6 +70,25 @@ def choose_spec(
     if not specs:
         raise CamserveError(f"no model manifests in {models_dir}; pass --architecture")
     return specs[0]
+
+
+def load_chosen_model(
+    models_dir: Path, model: str | None, architecture: str | None, weights: str, layer: str | None
+) -> LoadedModel:
+    """The model asked for; without --model or --architecture, the server's default (the first
+    model in the folder that loads), named on stderr with the reasons for any skipped."""
+    if model is not None or architecture is not None:
+        return load_model(choose_spec(models_dir, model, architecture, weights, layer))
+    loaded, failures = first_loadable(models_dir)
+    for name, reason in failures.items():
+        console.print(f"[yellow]skipped model[/] {name}: {reason}", highlight=False, soft_wrap=True)
+    console.print(
+        f"model: {loaded.name} (the default, as in the server: the first model in {models_dir} "
+        "that loads; choose one with --model)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return loaded
 
 
 def progress_bar(label: str, *extra: TextColumn, transient: bool = True) -> Progress:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -9,17 +10,16 @@ import typer
 
 from app.cli.common import (
     ArchitectureOption,
-    BatchSizeOption,
     DeviceOption,
     LayerOption,
     ModelOption,
     ModelsDir,
     TargetOption,
     WeightsOption,
-    choose_spec,
     cli,
     console,
     fail,
+    load_chosen_model,
     progress_bar,
 )
 from app.cli.folder_explainer import ExplainOptions, FileResult, explain_files, write_summary
@@ -27,9 +27,12 @@ from app.config import DEFAULT_MODELS_DIR
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
 from app.engine.image_files import InputFile, find_images
-from app.engine.registry import load_model
 
 __all__ = ["explain"]
+
+GPU_BATCH_SIZE = 8
+"""Images per engine call on a GPU; on the CPU one at a time, so the progress bar moves with
+every image (batching gains little there)."""
 
 
 @cli.command()
@@ -39,7 +42,9 @@ def explain(
     model: ModelOption = None,
     architecture: ArchitectureOption = None,
     weights: WeightsOption = "DEFAULT",
-    method: Annotated[str, typer.Option(help="CAM method.")] = "gradcam",
+    method: Annotated[
+        str, typer.Option(help="CAM method, or several separated by commas (gradcam,layercam).")
+    ] = "gradcam",
     layer: LayerOption = None,
     target: TargetOption = None,
     top_k: Annotated[int, typer.Option(help="Explain the k most likely classes.")] = 1,
@@ -52,16 +57,24 @@ def explain(
     summary: Annotated[
         Path | None, typer.Option(help="Write a summary (.json, or .csv) of every file.")
     ] = None,
-    batch_size: BatchSizeOption = 8,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(min=1, help="Images per engine call (default: 1 on the CPU, 8 on a GPU)."),
+    ] = None,
     device: DeviceOption = "auto",
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
 ) -> None:
-    """Write CAM overlays (and optionally heatmaps and a summary) for images and folders."""
+    """Write CAM overlays (and optionally heatmaps and a summary) for images and folders.
+
+    Exits with 1 when an input is missing or any file was skipped (the summary says which)."""
     files = find_images(inputs)
     if not files:
         raise fail("no image files found in the given paths")
+    methods = tuple(dict.fromkeys(name.strip() for name in method.split(",") if name.strip()))
+    if not methods:
+        raise fail("--method names no method")
     options = ExplainOptions(
-        method=method,
+        methods=methods,
         layer=layer,
         target=target,
         top_k=top_k,
@@ -69,11 +82,13 @@ def explain(
         colormap=colormap,
         format=image_format,
         heatmaps=heatmaps,
-        batch_size=batch_size,
+        batch_size=batch_size or 1,
     )
     try:
-        spec = choose_spec(models_dir, model, architecture, weights, layer)
-        engine = CamEngine.from_loaded(load_model(spec), device=device)
+        loaded = load_chosen_model(models_dir, model, architecture, weights, layer)
+        engine = CamEngine.from_loaded(loaded, device=device)
+        if batch_size is None and engine.device.type != "cpu":
+            options = replace(options, batch_size=GPU_BATCH_SIZE)
         results = _run_with_progress(engine, files, output, options)
     except CamserveError as error:
         raise fail(str(error)) from error
@@ -85,6 +100,8 @@ def explain(
             f"[yellow]skipped[/] {result.source}: {result.error}", highlight=False, soft_wrap=True
         )
     console.print(f"explained {len(results) - len(failed)} of {len(results)} images into {output}")
+    if failed:
+        raise fail(f"{len(failed)} of {len(results)} files skipped (listed above)")
 
 
 def _run_with_progress(
@@ -92,6 +109,7 @@ def _run_with_progress(
 ) -> list[FileResult]:
     with progress_bar("explaining") as progress:
         task = progress.add_task("explaining", total=len(files))
+        progress.refresh()
         return explain_files(
             engine, files, output, options, on_done=lambda _r: progress.advance(task)
         )

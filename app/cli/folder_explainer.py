@@ -1,12 +1,15 @@
 """Explain files and folders from the command line: find images, batch them, write results.
 
-Bad files are reported and skipped; one unreadable image never aborts a run.
+Bad files are reported and skipped; one unreadable image never aborts a run. Every output name
+carries the method and the explained class's label (``<stem>_<method>_<label>_overlay.png``),
+so runs with other methods or classes never overwrite each other.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
+from torch import Tensor
 
 from app.engine.engine import CamEngine
 from app.engine.errors import ImageError
@@ -23,9 +27,12 @@ from app.engine.imaging import DecodedImage, decode_image, encode_image
 __all__ = ["ExplainOptions", "FileResult", "explain_files", "write_summary"]
 
 
+UNSAFE_IN_NAMES = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
 @dataclass(frozen=True)
 class ExplainOptions:
-    method: str = "gradcam"
+    methods: tuple[str, ...] = ("gradcam",)
     layer: str | None = None
     target: str | None = None
     top_k: int = 1
@@ -47,6 +54,7 @@ class FileResult:
     labels: list[str] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     method: str = ""
+    """The methods, comma-separated."""
     layer: str = ""
     error: str = ""
 
@@ -83,23 +91,48 @@ def _explain_chunk(
             decoded.append(
                 (item, decode_image(item.path.read_bytes(), max_pixels=options.max_pixels))
             )
+        except FileNotFoundError:
+            results[item.path] = FileResult(str(item.path), error="no such file")
         except (ImageError, OSError) as error:
             results[item.path] = FileResult(str(item.path), error=str(error))
     if decoded:
-        targets = None if options.target is None else [options.target] * len(decoded)
-        explanation = engine.explain(
-            [image.pixels for _, image in decoded],
-            options.method,
-            targets,
-            top_k=options.top_k,
-            layer=options.layer,
-            alpha=options.alpha,
-            colormap=options.colormap,
-        )
-        probabilities = explanation.cams.probabilities.cpu()
-        for index, (item, _) in enumerate(decoded):
-            classes = explanation.cams.targets[index].tolist()
-            result = FileResult(
+        pixels = [image.pixels for _, image in decoded]
+        for method in options.methods:
+            _explain_method(
+                engine, decoded, pixels, method=method, output_dir=output_dir, options=options,
+                results=results,
+            )  # fmt: skip
+    return [results[item.path] for item in chunk]
+
+
+def _explain_method(
+    engine: CamEngine,
+    decoded: list[tuple[InputFile, DecodedImage]],
+    pixels: list[Tensor],
+    *,
+    method: str,
+    output_dir: Path,
+    options: ExplainOptions,
+    results: dict[Path, FileResult],
+) -> None:
+    """One engine call for ``method`` over the decoded images; their outputs added to
+    ``results`` (the predictions come from the first method, they are the same for all)."""
+    targets = None if options.target is None else [options.target] * len(decoded)
+    explanation = engine.explain(
+        pixels,
+        method,
+        targets,
+        top_k=options.top_k,
+        layer=options.layer,
+        alpha=options.alpha,
+        colormap=options.colormap,
+    )
+    probabilities = explanation.cams.probabilities.cpu()
+    for index, (item, _) in enumerate(decoded):
+        classes = explanation.cams.targets[index].tolist()
+        result = results.get(item.path)
+        if result is None:
+            result = results[item.path] = FileResult(
                 str(item.path),
                 classes=classes,
                 labels=[engine.label_of(c) for c in classes],
@@ -107,38 +140,50 @@ def _explain_chunk(
                 method=explanation.cams.method,
                 layer=explanation.cams.layer,
             )
-            rendered = explanation.images[index]
-            result.outputs = _write_outputs(
-                item,
-                rendered.overlays.cpu().numpy(),
-                rendered.heatmaps.cpu().numpy(),
-                output_dir,
-                options,
-            )
-            results[item.path] = result
-    return [results[item.path] for item in chunk]
+        else:
+            result.method += f",{explanation.cams.method}"
+        rendered = explanation.images[index]
+        result.outputs += _write_outputs(
+            item,
+            rendered.overlays.cpu().numpy(),
+            rendered.heatmaps.cpu().numpy(),
+            names=(explanation.cams.method, result.labels),
+            output_dir=output_dir,
+            options=options,
+        )
 
 
 def _write_outputs(
     item: InputFile,
     overlays: NDArray[np.uint8],
     heatmaps: NDArray[np.uint8],
+    *,
+    names: tuple[str, Sequence[str]],
     output_dir: Path,
     options: ExplainOptions,
 ) -> list[str]:
-    base = output_dir / item.relative.parent / item.relative.stem
-    base.parent.mkdir(parents=True, exist_ok=True)
+    """Each explained class's overlay (and heatmap); ``names`` is (method, label per rank)."""
+    method, labels = names
+    folder = output_dir / item.relative.parent
+    folder.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
     for rank in range(overlays.shape[0]):
-        suffix = "" if overlays.shape[0] == 1 else f"_top{rank + 1}"
-        overlay_path = base.with_name(f"{base.name}_overlay{suffix}.{options.format}")
+        base = folder / "_".join(
+            _file_name_part(part) for part in (item.relative.stem, method, labels[rank])
+        )
+        overlay_path = base.with_name(f"{base.name}_overlay.{options.format}")
         overlay_path.write_bytes(encode_image(overlays[rank], options.format))
         written.append(str(overlay_path))
         if options.heatmaps:
-            heatmap_path = base.with_name(f"{base.name}_heatmap{suffix}.png")
+            heatmap_path = base.with_name(f"{base.name}_heatmap.png")
             heatmap_path.write_bytes(encode_image(heatmaps[rank], "png"))
             written.append(str(heatmap_path))
     return written
+
+
+def _file_name_part(text: str) -> str:
+    """``text`` safe in a file name on every system: runs of other characters become '-'."""
+    return UNSAFE_IN_NAMES.sub("-", text).strip("-") or "-"
 
 
 def write_summary(results: Sequence[FileResult], path: Path) -> None:

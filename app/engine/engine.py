@@ -338,7 +338,7 @@ class CamEngine:
         )
         per_image = list(options) if options is not None else [RenderOptions()] * len(images)
         rendered = {
-            key: render_each(cams.layer_maps, images, per_image)
+            key: render_each(cams.layer_maps, images, per_image, self.preprocessing.placement)
             for key, cams in results.maps.items()
         }
         return BatchExplanation(results, rendered)

@@ -9,6 +9,7 @@ A manifest names the model, where its architecture and weights come from::
     layer = "layer4"               # optional: the family default otherwise
     input_size = [224, 224]        # optional: (height, width), or one number for a square
     mean = [0.485, 0.456, 0.406]   # optional, like std and interpolation
+    resize = "stretch"             # optional: "stretch", "letterbox" or "shorter-side"
     num_classes = 1000             # optional
     labels = "labels.txt"          # optional: a list, or a text / JSON file of labels
 
@@ -40,6 +41,7 @@ from pydantic_core import ErrorDetails
 
 from app.engine.errors import ManifestError
 from app.engine.preprocess import Preprocessing
+from app.engine.resize_policy import ResizePolicy
 
 __all__ = [
     "MANIFEST_SUFFIX",
@@ -71,6 +73,7 @@ class ModelSpec(BaseModel):
     mean: tuple[float, float, float] | None = None
     std: tuple[float, float, float] | None = None
     interpolation: Literal["bilinear", "bicubic"] | None = None
+    resize: ResizePolicy = ResizePolicy.STRETCH
     num_classes: int | None = Field(default=None, ge=1)
     labels: list[str] | str | None = None
     description: str = ""
@@ -173,6 +176,7 @@ class ModelSpec(BaseModel):
             mean=self.mean or base.mean,
             std=self.std or base.std,
             interpolation=self.interpolation or base.interpolation,
+            resize=self.resize,
         )
 
 
@@ -241,7 +245,10 @@ def load_manifest(path: Path) -> ModelSpec:
 def load_manifests(directory: Path) -> list[ModelSpec]:
     """Every ``*.toml`` manifest in ``directory``, sorted by model name; names must be unique."""
     if not directory.is_dir():
-        raise ManifestError(f"model directory {directory} does not exist or is not a folder")
+        raise ManifestError(
+            f"model directory {directory} does not exist or is not a folder; point camserve at "
+            "your manifests with --models-dir DIR or CAMSERVE_MODELS_DIR=DIR"
+        )
     files: dict[str, Path] = {}
     specs: list[ModelSpec] = []
     for path in sorted(directory.glob(f"*{MANIFEST_SUFFIX}")):

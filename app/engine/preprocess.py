@@ -1,7 +1,8 @@
-"""Model input from decoded images: resize the whole image (no crop), scale, normalise.
+"""Model input from decoded images: fit each image to the input size, scale, normalise.
 
-Resizing the whole frame keeps every original pixel in view, so the heatmap, upsampled back to
-the original size with the same half-pixel convention, lines up with the image pixel for pixel.
+How an image is fitted (stretched, letterboxed, or resized and centre-cropped) is the model's
+``ResizePolicy`` (app/engine/resize_policy.py); ``placement`` tells where each image lies in the
+input so that its heatmap can be put back in line with the image pixel for pixel.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F  # noqa: N812
 from torch import Tensor
+
+from app.engine.resize_policy import Placement, ResizePolicy, fit_to_input, placement_for
 
 __all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "INTERPOLATIONS", "Preprocessing", "group_by_size"]
 
@@ -42,6 +44,7 @@ class Preprocessing:
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
     interpolation: str = "bilinear"
+    resize: ResizePolicy = ResizePolicy.STRETCH
 
     def __post_init__(self) -> None:
         if len(self.input_size) != 2 or min(self.input_size) < 1:
@@ -59,15 +62,16 @@ class Preprocessing:
         if not images:
             raise ValueError("no images to preprocess")
         batch = torch.empty((len(images), 3, *self.input_size), device=device)
-        for indices in group_by_size(images).values():
+        mean = torch.tensor(self.mean, device=device)
+        for size, indices in group_by_size(images).items():
             group = torch.stack([images[i] for i in indices]).to(device).float().div_(255)
-            batch[indices] = F.interpolate(
-                group,
-                size=self.input_size,
-                mode=self.interpolation,
-                align_corners=False,
-                antialias=True,
+            batch[indices] = fit_to_input(
+                group, self.placement(size), fill=mean, mode=self.interpolation
             )
-        mean = torch.tensor(self.mean, device=device).view(1, 3, 1, 1)
+        mean = mean.view(1, 3, 1, 1)
         std = torch.tensor(self.std, device=device).view(1, 3, 1, 1)
-        return batch.sub_(mean).div_(std)
+        return batch.sub_(mean.view(1, 3, 1, 1)).div_(std)
+
+    def placement(self, image_size: tuple[int, int]) -> Placement:
+        """Where an image of ``image_size`` (height, width) lies in this model's input."""
+        return placement_for(self.resize, image_size, self.input_size)

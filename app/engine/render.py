@@ -21,6 +21,7 @@ from torch import Tensor
 from app.engine.colormaps import DEFAULT_COLORMAP, colormap_table
 from app.engine.errors import ExplanationError
 from app.engine.preprocess import group_by_size
+from app.engine.resize_policy import PlacementOf, place_maps
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -85,8 +86,12 @@ def render(
     *,
     alpha: float = DEFAULT_ALPHA,
     colormap: str = DEFAULT_COLORMAP,
+    placement: PlacementOf | None = None,
 ) -> list[RenderedImage]:
-    """Render maps (B, K, h, w) over ``images``, each (3, H_i, W_i) uint8 on the maps' device."""
+    """Render maps (B, K, h, w) over ``images``, each (3, H_i, W_i) uint8 on the maps' device.
+
+    ``placement`` tells where an image of a given size lies in the model input (the model's
+    resize policy, ``Preprocessing.placement``); without it the maps cover the whole image."""
     if layer_maps.dim() != 4 or layer_maps.shape[0] != len(images):
         raise ValueError(
             f"expected maps of shape (B, K, h, w) for {len(images)} images, "
@@ -99,15 +104,19 @@ def render(
     for size, indices in group_by_size(images).items():
         group = positive[indices]
         originals = torch.stack([images[i] for i in indices])
-        images_out = _render_group(group, originals, size, alpha, table)
+        images_out = _render_group(group, originals, size, alpha, table, placement=placement)
         rendered.update(zip(indices, images_out, strict=True))
     return [rendered[i] for i in range(len(images))]
 
 
 def render_each(
-    layer_maps: Tensor, images: Sequence[Tensor], options: Sequence[RenderOptions]
+    layer_maps: Tensor,
+    images: Sequence[Tensor],
+    options: Sequence[RenderOptions],
+    placement: PlacementOf | None = None,
 ) -> list[RenderedImage]:
-    """``render`` with each image's own options; images sharing options render together."""
+    """``render`` with each image's own options; images sharing options render together.
+    ``placement`` is the model's resize policy (see ``render``)."""
     if len(options) != len(images):
         raise ValueError(f"got {len(options)} render options for {len(images)} images")
     groups: dict[RenderOptions, list[int]] = defaultdict(list)
@@ -120,20 +129,34 @@ def render_each(
             [images[i] for i in indices],
             alpha=option.alpha,
             colormap=option.colormap,
+            placement=placement,
         )
         rendered.update(zip(indices, group, strict=True))
     return [rendered[i] for i in range(len(images))]
 
 
-def upsample_maps(maps: Tensor, size: tuple[int, int]) -> Tensor:
-    """Normalised maps (N, K, h, w) at ``size`` (H, W), normalised again after upsampling."""
+def upsample_maps(
+    maps: Tensor, size: tuple[int, int], placement: PlacementOf | None = None
+) -> Tensor:
+    """Maps (N, K, h, w) upsampled to ``size`` (H, W), then min-max normalised.
+
+    With ``placement``, the maps cover the model input and are put back on the image as the
+    resize policy placed it (``place_maps``); otherwise they cover the whole image."""
+    if placement is not None:
+        return normalize_maps(place_maps(maps, placement(size)))
     return normalize_maps(F.interpolate(maps, size=size, mode="bilinear", align_corners=False))
 
 
 def _render_group(
-    maps: Tensor, originals: Tensor, size: tuple[int, int], alpha: float, table: Tensor
+    maps: Tensor,
+    originals: Tensor,
+    size: tuple[int, int],
+    alpha: float,
+    table: Tensor,
+    *,
+    placement: PlacementOf | None,
 ) -> list[RenderedImage]:
-    full = upsample_maps(maps, size)
+    full = upsample_maps(maps, size, placement)
     heatmaps = (full * 255).round_().to(torch.uint8)
     # Blend in the table's domain: alpha·colour is looked up, (1 − alpha)·original added.
     weighted_colors = table.float().mul_(alpha)

@@ -21,7 +21,7 @@ from app.engine.imaging import decode_image
 from app.quality.metrics import (
     Box,
 )
-from app.quality.scenes import SHAPES, scenes
+from app.quality.scenes import HELD_OUT_SCENES, SHAPES, SceneSettings, scenes
 
 logger = logging.getLogger(__name__)
 
@@ -77,15 +77,18 @@ class SkippedFile:
 
 
 def samples_from_scenes(
-    seed: int, count: int, class_index: Callable[[str], int] | None = None
+    seed: int,
+    count: int,
+    class_index: Callable[[str], int] | None = None,
+    settings: SceneSettings = HELD_OUT_SCENES,
 ) -> list[EvalSample]:
     """The first ``count`` generated scenes of ``seed``, each with its shape's class and box.
 
     Labels are indices into ``SHAPES`` unless ``class_index`` maps the shape names to the
-    model's own classes.
+    model's own classes. The scenes follow the held-out settings unless told otherwise.
     """
     samples = []
-    for index, scene in enumerate(scenes(seed, count)):
+    for index, scene in enumerate(scenes(seed, count, settings)):
         label = class_index(SHAPES[scene.label]) if class_index else scene.label
         pixels = torch.from_numpy(scene.image).permute(2, 0, 1).contiguous()
         samples.append(EvalSample(f"scene-{seed}-{index}", pixels, label, scene.box))

@@ -33,6 +33,7 @@ from app.engine.engine import CamEngine, CamMaps
 from app.engine.errors import MethodNotApplicableError
 from app.engine.preprocess import group_by_size
 from app.engine.render import upsample_maps
+from app.engine.resize_policy import PlacementOf
 from app.quality.datasets import EvalSample
 from app.quality.faithfulness import (
     area_under_curve,
@@ -239,7 +240,7 @@ def _tally_pair(
         batch = engine.preprocessing([sample.image for sample in chunk], engine.device)
         cams = engine.compute(batch, method, [sample.label for sample in chunk], layer=layer)
         maps = cams.layer_maps[:, :1]
-        _tally_localization(tally, chunk, maps, settings.threshold)
+        _tally_localization(tally, chunk, maps, settings.threshold, engine.preprocessing.placement)
         _tally_faithfulness(tally, engine, batch, cams, curve_steps=settings.curve_steps)
         progress(len(chunk))
     return tally
@@ -251,14 +252,19 @@ def _chunks(samples: Sequence[EvalSample], size: int) -> Iterator[Sequence[EvalS
 
 
 def _tally_localization(
-    tally: _Tally, chunk: Sequence[EvalSample], maps: Tensor, threshold: float
+    tally: _Tally,
+    chunk: Sequence[EvalSample],
+    maps: Tensor,
+    threshold: float,
+    placement: PlacementOf,
 ) -> None:
     """Pointing game and IoUs of the boxed images, each map upsampled to its image's size."""
     boxed = [index for index, sample in enumerate(chunk) if sample.box is not None]
     groups = group_by_size([chunk[index].image for index in boxed])
     for size, members in groups.items():
         indices = [boxed[member] for member in members]
-        full_maps = upsample_maps(maps[indices], size)[:, 0].to("cpu", torch.float64).numpy()
+        placed = upsample_maps(maps[indices], size, placement)
+        full_maps = placed[:, 0].to("cpu", torch.float64).numpy()
         for heat, index in zip(full_maps, indices, strict=True):
             box = chunk[index].box
             assert box is not None  # only boxed images are here

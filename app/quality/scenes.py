@@ -1,28 +1,106 @@
-"""Generated scenes with known answers: one shape per image, its class and its bounding box.
+"""Generated scenes with known answers: one target shape per image, its class and its box.
 
-Each scene has a textured background of random colours, distractors (thin strokes and specks,
-unlike any class), and one filled shape of random class, position, scale, colour and rotation.
-Scene ``i`` of seed ``s`` is always the same image, on every machine, in any order.
+A scene is drawn from ``SceneSettings``: an image of random size and aspect ratio, a textured
+background, clutter (strokes of varied width and count, specks), a few distractor shapes that
+belong to no class (ellipses, rings, bars, crescents), and one filled target shape of random
+class, position, scale, colour and rotation, drawn last and largest. Two settings are defined:
+``TRAINING_SCENES`` and ``HELD_OUT_SCENES``; they share no background texture and no colour
+(hues alternate between 30° bands), and differ in their size, clutter and distractor ranges.
+Scene ``i`` of seed ``s`` and settings ``c`` is always the same image, on every machine, in any
+order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import colorsys
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["DEFAULT_SIZE", "SHAPES", "Box", "Scene", "generate_scene", "scene_at", "scenes"]
+__all__ = [
+    "DEFAULT_SIZE",
+    "HELD_OUT_SCENES",
+    "SHAPES",
+    "TEXTURES",
+    "TRAINING_SCENES",
+    "Box",
+    "Scene",
+    "SceneSettings",
+    "generate_scene",
+    "scene_at",
+    "scenes",
+    "square_settings",
+]
 
 SHAPES = ("circle", "square", "triangle", "star", "cross")
+DISTRACTORS = ("ellipse", "ring", "bar", "crescent")
+TEXTURES = ("blotches", "stripes", "flat", "waves", "gradient", "checks")
 DEFAULT_SIZE = 128
+"""The demo model's input size (height = width)."""
 MIN_CONTRAST = 90.0
-"""Least distance (in RGB units) between the shape's colour and the background under it."""
+"""Least distance (in RGB units) between the target's colour and the background under it."""
+HUE_BAND = 30.0
 
 Box = tuple[int, int, int, int]
 """(x0, y0, x1, y1) in pixels; x1 and y1 are exclusive."""
+Range = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class SceneSettings:
+    """The distribution scenes are drawn from; every range is inclusive."""
+
+    long_side: tuple[int, int] = (64, 2000)
+    """Pixels of the image's longer side (drawn log-uniformly)."""
+    aspect: Range = (0.25, 4.0)
+    """Width / height (drawn log-uniformly)."""
+    min_short_side: int = 32
+    draw_limit: int | None = None
+    """Draw larger images at this longer side instead, strokes and grain scaled down with them,
+    as a resize would leave them (makes training data cheap; ``None``: draw at full size)."""
+    target_radius: Range = (0.2, 0.45)
+    """The target's radius as a fraction of the shorter side."""
+    strokes: tuple[int, int] = (0, 40)
+    stroke_width: Range = (0.6, 8.0)
+    """Stroke widths in pixels of a 512-pixel image, scaled with the image."""
+    specks: tuple[int, int] = (0, 20)
+    distractors: tuple[int, int] = (0, 3)
+    textures: tuple[str, ...] = ("blotches", "stripes", "flat", "waves")
+    hue_parity: int = 0
+    """Colours take hues from the even (0) or odd (1) 30° bands of the colour wheel."""
+    grain: Range = (0.0, 16.0)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.textures) - set(TEXTURES)
+        if unknown or not self.textures:
+            raise ValueError(f"textures must be among {TEXTURES}, got {self.textures}")
+        if not 1 <= self.min_short_side <= self.long_side[0] <= self.long_side[1]:
+            raise ValueError("need 1 <= min_short_side <= long_side[0] <= long_side[1]")
+
+
+TRAINING_SCENES = SceneSettings(draw_limit=160)
+HELD_OUT_SCENES = SceneSettings(
+    long_side=(64, 2000),
+    aspect=(0.3, 3.5),
+    target_radius=(0.22, 0.42),
+    strokes=(0, 30),
+    stroke_width=(0.8, 6.0),
+    specks=(0, 30),
+    distractors=(0, 2),
+    textures=("gradient", "checks"),
+    hue_parity=1,
+    grain=(0.0, 12.0),
+)
+
+
+def square_settings(size: int, base: SceneSettings = TRAINING_SCENES) -> SceneSettings:
+    """``base`` with every image ``size`` × ``size`` pixels, drawn at full size."""
+    return replace(base, long_side=(size, size), aspect=(1.0, 1.0), min_short_side=size,
+                   draw_limit=None)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -32,67 +110,262 @@ class Scene:
     label: int
     """Index into ``SHAPES``."""
     box: Box
-    """The shape's tight bounding box."""
+    """The target shape's tight bounding box."""
 
     @property
     def label_name(self) -> str:
         return SHAPES[self.label]
 
 
-def scene_at(seed: int, index: int, size: int = DEFAULT_SIZE) -> Scene:
-    """Scene ``index`` of the set drawn with ``seed``."""
-    return generate_scene(np.random.default_rng([seed, index]), size)
+def scene_at(seed: int, index: int, settings: SceneSettings = TRAINING_SCENES) -> Scene:
+    """Scene ``index`` of the set drawn with ``seed`` and ``settings``."""
+    return generate_scene(np.random.default_rng([seed, index]), settings)
 
 
-def scenes(seed: int, count: int, size: int = DEFAULT_SIZE) -> Iterator[Scene]:
-    """The first ``count`` scenes of ``seed``."""
+def scenes(seed: int, count: int, settings: SceneSettings = TRAINING_SCENES) -> Iterator[Scene]:
+    """The first ``count`` scenes of ``seed`` and ``settings``."""
     for index in range(count):
-        yield scene_at(seed, index, size)
+        yield scene_at(seed, index, settings)
 
 
-def generate_scene(rng: np.random.Generator, size: int = DEFAULT_SIZE) -> Scene:
-    """One random scene of ``size`` × ``size`` pixels."""
-    image = _textured_background(rng, size)
-    _draw_distractors(image, rng)
+def generate_scene(rng: np.random.Generator, settings: SceneSettings = TRAINING_SCENES) -> Scene:
+    """One random scene drawn from ``settings``."""
+    width, height, scale = _canvas(rng, settings)
+    painter = _Painter(rng, settings, scale)
+    image = painter.background(width, height)
+    painter.clutter(image)
+    short_side = min(width, height)
+    radius = min(rng.uniform(*settings.target_radius) * short_side, (short_side / 2 - 1) / 1.05)
+    painter.distractors(image, radius)
     label = int(rng.integers(len(SHAPES)))
-    mask = _shape_mask(SHAPES[label], rng, size)
-    _paint(image, mask, _contrasting_colour(image, mask, rng))
+    mask = _shape_mask(SHAPES[label], rng, radius, width, height)
+    _paint(image, mask, painter.contrasting_colour(image, mask))
     return Scene(image=image, label=label, box=_tight_box(mask))
 
 
-def _textured_background(rng: np.random.Generator, size: int) -> NDArray[np.uint8]:
-    """Smooth colour blotches from an upsampled coarse grid, plus fine grain."""
-    cells = int(rng.integers(3, 9))
-    coarse = rng.uniform(0, 255, (cells, cells, 3)).astype(np.float32)
-    smooth = cv2.resize(coarse, (size, size), interpolation=cv2.INTER_CUBIC)
-    grain = rng.normal(0, rng.uniform(4, 16), (size, size, 3)).astype(np.float32)
-    return np.clip(smooth + grain, 0, 255).astype(np.uint8)
+def _canvas(rng: np.random.Generator, settings: SceneSettings) -> tuple[int, int, float]:
+    """Width, height and the drawing scale (drawn pixels per pixel of the described image)."""
+    long_side = _log_uniform(rng, *settings.long_side)
+    aspect = _log_uniform(rng, *settings.aspect)
+    short_side = max(long_side / max(aspect, 1 / aspect), settings.min_short_side)
+    width, height = (long_side, short_side) if aspect >= 1 else (short_side, long_side)
+    scale = 1.0
+    if settings.draw_limit is not None and long_side > settings.draw_limit:
+        scale = settings.draw_limit / long_side
+    return max(round(width * scale), 1), max(round(height * scale), 1), scale
 
 
-def _draw_distractors(image: NDArray[np.uint8], rng: np.random.Generator) -> None:
-    size = image.shape[0]
-    for _ in range(int(rng.integers(3, 9))):
-        points = rng.integers(0, size, (int(rng.integers(2, 5)), 1, 2)).astype(np.int32)
-        colour = tuple(int(c) for c in rng.integers(0, 256, 3))
-        cv2.polylines(image, [points], False, colour, int(rng.integers(1, 3)), cv2.LINE_AA)
-    for _ in range(int(rng.integers(4, 16))):
-        centre = tuple(int(c) for c in rng.integers(0, size, 2))
-        colour = tuple(int(c) for c in rng.integers(0, 256, 3))
-        cv2.circle(image, centre, int(rng.integers(1, 3)), colour, -1, cv2.LINE_AA)
+def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
+    return float(math.exp(rng.uniform(math.log(low), math.log(high))))
 
 
-def _shape_mask(shape: str, rng: np.random.Generator, size: int) -> NDArray[np.uint8]:
-    """A 0/255 mask of one ``shape`` with random scale, rotation and position, fully inside."""
-    radius = rng.uniform(0.12, 0.3) * size
-    margin = radius * 1.05 + 1
-    centre = rng.uniform(margin, size - margin, 2)
+class _Painter:
+    """Draws backgrounds, clutter and distractors in the settings' colours."""
+
+    def __init__(self, rng: np.random.Generator, settings: SceneSettings, scale: float) -> None:
+        self.rng, self.settings, self.scale = rng, settings, scale
+
+    def colour(self) -> NDArray[np.float32]:
+        """A random RGB colour whose hue lies in the settings' bands (greys count for both)."""
+        rng = self.rng
+        band = int(rng.integers(6)) * 2 + self.settings.hue_parity
+        hue = (band + rng.uniform(0, 1)) * HUE_BAND
+        saturation = rng.uniform(0.35, 1.0) if rng.uniform() < 0.9 else 0.0
+        value = rng.uniform(0.1, 1.0)
+        rgb = colorsys.hsv_to_rgb(hue / 360, saturation, value)
+        return np.array(rgb, np.float32) * 255
+
+    def colour_tuple(self) -> tuple[int, int, int]:
+        red, green, blue = (round(float(c)) for c in self.colour())
+        return red, green, blue
+
+    def background(self, width: int, height: int) -> NDArray[np.uint8]:
+        kind = self.settings.textures[int(self.rng.integers(len(self.settings.textures)))]
+        texture = _TEXTURES[kind](self, width, height)
+        sigma = self.rng.uniform(*self.settings.grain) * math.sqrt(self.scale)
+        if sigma > 0:
+            texture += self.rng.standard_normal(texture.shape, np.float32) * np.float32(sigma)
+        return np.ascontiguousarray(np.clip(texture, 0, 255).round().astype(np.uint8))
+
+    def clutter(self, image: NDArray[np.uint8]) -> None:
+        """Strokes (open polylines, many across the whole image) and specks, behind the target.
+
+        Strokes under a pixel wide are drawn one pixel wide on a copy that is blended in once,
+        faded, as a downscale would leave them."""
+        height, width = image.shape[:2]
+        size_factor = max(width, height) / 512
+        low, high = self.settings.strokes
+        strokes = []
+        for _ in range(int(self.rng.integers(low, high + 1))):
+            count = int(self.rng.integers(2, 6))
+            points = self.rng.uniform(-0.1, 1.1, (count, 2)) * (width, height)
+            thickness = self.rng.uniform(*self.settings.stroke_width) * size_factor
+            strokes.append((np.round(points).astype(np.int32).reshape(-1, 1, 2), thickness))
+        faint = [(points, 1.0) for points, thickness in strokes if thickness < 1]
+        if faint:
+            layer = image.copy()
+            self._draw_strokes(layer, faint)
+            opacity = float(self.rng.uniform(0.3, 1.0))
+            cv2.addWeighted(layer, opacity, image, 1 - opacity, 0, dst=image)
+        self._draw_strokes(image, [stroke for stroke in strokes if stroke[1] >= 1])
+        low, high = self.settings.specks
+        for _ in range(int(self.rng.integers(low, high + 1))):
+            centre = (int(self.rng.integers(width)), int(self.rng.integers(height)))
+            radius = max(1, round(self.rng.uniform(1, 4) * size_factor))
+            cv2.circle(image, centre, radius, self.colour_tuple(), -1, cv2.LINE_AA)
+
+    def _draw_strokes(
+        self, image: NDArray[np.uint8], strokes: Sequence[tuple[NDArray[np.int32], float]]
+    ) -> None:
+        for points, thickness in strokes:
+            colour = self.colour_tuple()
+            cv2.polylines(image, [points], False, colour, round(thickness), cv2.LINE_AA)
+
+    def distractors(self, image: NDArray[np.uint8], target_radius: float) -> None:
+        """Shapes of no class, each smaller than the target."""
+        low, high = self.settings.distractors
+        height, width = image.shape[:2]
+        for _ in range(int(self.rng.integers(low, high + 1))):
+            kind = DISTRACTORS[int(self.rng.integers(len(DISTRACTORS)))]
+            radius = target_radius * self.rng.uniform(0.35, 0.8)
+            mask = _distractor_mask(kind, self.rng, radius, width, height)
+            _paint(image, mask, self.colour())
+
+    def contrasting_colour(
+        self, image: NDArray[np.uint8], mask: NDArray[np.uint8]
+    ) -> NDArray[np.float32]:
+        """A colour at least ``MIN_CONTRAST`` away from the mean background under the mask."""
+        under = image[mask > 0].astype(np.float32).mean(axis=0)
+        for _ in range(200):
+            colour = self.colour()
+            if float(np.linalg.norm(colour - under)) >= MIN_CONTRAST:
+                return colour
+        return np.where(under > 127, 0.0, 255.0).astype(np.float32)  # pragma: no cover
+
+
+def _blotches(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
+    """Smooth colour blotches from an upsampled coarse grid."""
+    cells = int(painter.rng.integers(2, 8))
+    coarse = np.stack([painter.colour() for _ in range(cells * cells)]).reshape(cells, cells, 3)
+    return np.asarray(
+        cv2.resize(coarse, (width, height), interpolation=cv2.INTER_CUBIC), np.float32
+    )
+
+
+def _flat(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
+    return np.tile(painter.colour(), (height, width, 1))
+
+
+def _two_tone(painter: _Painter, weight: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Blend two colours by ``weight`` (H, W) in [0, 1]."""
+    first, second = painter.colour(), painter.colour()
+    blend = first * (1 - weight[..., None]) + second * weight[..., None]
+    return blend.astype(np.float32)
+
+
+def _coordinates(width: int, height: int) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """Pixel coordinates in units of the longer side."""
+    side = max(width, height)
+    ys, xs = np.mgrid[0:height, 0:width].astype(np.float32) / side
+    return xs, ys
+
+
+def _stripes(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
+    xs, ys = _coordinates(width, height)
+    angle = painter.rng.uniform(0, np.pi)
+    periods = painter.rng.uniform(3, 20)
+    phase = (xs * np.cos(angle) + ys * np.sin(angle)) * periods * 2 * np.pi
+    return _two_tone(painter, (0.5 + 0.5 * np.sin(phase)).astype(np.float32))
+
+
+def _waves(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
+    xs, ys = _coordinates(width, height)
+    cx, cy = painter.rng.uniform(-0.5, 1.5, 2)
+    periods = painter.rng.uniform(3, 15)
+    phase = np.hypot(xs - cx, ys - cy) * periods * 2 * np.pi
+    return _two_tone(painter, (0.5 + 0.5 * np.sin(phase)).astype(np.float32))
+
+
+def _gradient(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
+    xs, ys = _coordinates(width, height)
+    angle = painter.rng.uniform(0, 2 * np.pi)
+    ramp = xs * np.cos(angle) + ys * np.sin(angle)
+    span = float(ramp.max() - ramp.min()) or 1.0
+    return _two_tone(painter, ((ramp - ramp.min()) / span).astype(np.float32))
+
+
+def _checks(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
+    """A softened checkerboard of two colours."""
+    xs, ys = _coordinates(width, height)
+    cells = painter.rng.uniform(3, 12)
+    weight = ((np.floor(xs * cells) + np.floor(ys * cells)) % 2).astype(np.float32)
+    soft = max(1, round(max(width, height) / 100)) * 2 + 1
+    return _two_tone(painter, cv2.GaussianBlur(weight, (soft, soft), 0))
+
+
+_TEXTURES = {
+    "blotches": _blotches,
+    "stripes": _stripes,
+    "flat": _flat,
+    "waves": _waves,
+    "gradient": _gradient,
+    "checks": _checks,
+}
+
+
+def _shape_mask(
+    shape: str, rng: np.random.Generator, radius: float, width: int, height: int
+) -> NDArray[np.uint8]:
+    """A 0/255 mask of one ``shape`` with random rotation and position, fully inside."""
+    centre = _centre_inside(rng, radius, width, height)
     angle = rng.uniform(0, 2 * np.pi)
-    mask = np.zeros((size, size), np.uint8)
+    mask = np.zeros((height, width), np.uint8)
     if shape == "circle":
         cv2.circle(mask, _rounded(centre), round(radius), 255, -1, cv2.LINE_AA)
     else:
         outline = _outline(shape, radius, angle) + centre
         cv2.fillPoly(mask, [np.round(outline).astype(np.int32)], 255, cv2.LINE_AA)
+    return mask
+
+
+def _centre_inside(
+    rng: np.random.Generator, radius: float, width: int, height: int
+) -> NDArray[np.float64]:
+    margin = radius * 1.05 + 1
+    return np.array(
+        [
+            rng.uniform(margin, max(margin, width - margin)),
+            rng.uniform(margin, max(margin, height - margin)),
+        ]
+    )
+
+
+def _distractor_mask(
+    kind: str, rng: np.random.Generator, radius: float, width: int, height: int
+) -> NDArray[np.uint8]:
+    """A 0/255 mask of a shape of no class, anywhere (it may leave the image)."""
+    centre = _rounded(rng.uniform(0, 1, 2) * (width, height))
+    degrees = float(rng.uniform(0, 360))
+    mask = np.zeros((height, width), np.uint8)
+    line = cv2.LINE_AA
+    if kind == "ellipse":
+        axes = (round(radius), max(1, round(radius / rng.uniform(2.0, 3.5))))
+        cv2.ellipse(mask, centre, axes, degrees, 0, 360, 255, -1, line)
+    elif kind == "ring":
+        thickness = max(1, round(radius * rng.uniform(0.12, 0.25)))
+        cv2.circle(mask, centre, round(radius), 255, thickness, line)
+    elif kind == "bar":
+        length, breadth = 2 * radius, 2 * radius / rng.uniform(3.0, 6.0)
+        corners = cv2.boxPoints((centre, (length, breadth), degrees))
+        cv2.fillPoly(mask, [np.round(corners).astype(np.int32)], 255, line)
+    else:  # crescent: a disc with an offset disc cut out of it
+        cv2.circle(mask, centre, round(radius), 255, -1, line)
+        shift, turn = radius * 0.45, degrees  # the bite's direction, read as radians
+        bite = (
+            round(centre[0] + shift * math.cos(turn)),
+            round(centre[1] + shift * math.sin(turn)),
+        )
+        cv2.circle(mask, bite, round(radius * 0.9), 0, -1, line)
     return mask
 
 
@@ -125,23 +398,19 @@ def _rounded(point: NDArray[np.float64]) -> tuple[int, int]:
     return round(float(point[0])), round(float(point[1]))
 
 
-def _contrasting_colour(
-    image: NDArray[np.uint8], mask: NDArray[np.uint8], rng: np.random.Generator
-) -> NDArray[np.float32]:
-    """A random colour at least ``MIN_CONTRAST`` away from the mean background under the mask."""
-    under = image[mask > 0].astype(np.float32).mean(axis=0)
-    for _ in range(100):
-        colour = rng.uniform(0, 255, 3).astype(np.float32)
-        if float(np.linalg.norm(colour - under)) >= MIN_CONTRAST:
-            return colour
-    return np.where(under > 127, 0.0, 255.0).astype(np.float32)  # pragma: no cover
-
-
-def _paint(image: NDArray[np.uint8], mask: NDArray[np.uint8], colour: NDArray[np.float32]) -> None:
-    """Blend ``colour`` in through the antialiased ``mask``."""
-    weight = (mask.astype(np.float32) / 255)[..., None]
-    blended = image.astype(np.float32) * (1 - weight) + colour * weight
-    image[...] = np.round(blended).astype(np.uint8)
+def _paint(
+    image: NDArray[np.uint8],
+    mask: NDArray[np.uint8],
+    colour: NDArray[np.float32],
+    opacity: float = 1.0,
+) -> None:
+    """Blend ``colour`` in through the antialiased ``mask``, only where the mask is set."""
+    rows, cols = np.nonzero(mask)
+    if rows.size == 0:
+        return
+    weight = (mask[rows, cols].astype(np.float32) * (opacity / 255))[:, None]
+    blended = image[rows, cols].astype(np.float32) * (1 - weight) + colour * weight
+    image[rows, cols] = np.round(blended).astype(np.uint8)
 
 
 def _tight_box(mask: NDArray[np.uint8]) -> Box:

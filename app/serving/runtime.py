@@ -20,9 +20,14 @@ __all__ = ["build_service"]
 logger = logging.getLogger(__name__)
 
 
-def build_service(settings: Settings, on_fatal: Callable[[str], None] | None = None) -> Service:
+def build_service(
+    settings: Settings,
+    on_fatal: Callable[[str], None] | None = None,
+    on_loaded: Callable[[ModelHub], None] | None = None,
+) -> Service:
     """The model hub, the worker (which loads the models when started), the metrics and the
-    codec pool of one app. ``on_fatal`` is called from the worker thread when no model loads."""
+    codec pool of one app. From the worker thread, once loading is over: ``on_fatal`` when no
+    model loads, ``on_loaded`` when at least one does."""
     hub = ModelHub(settings)
     metrics = Metrics(resolve_device(settings.device))
 
@@ -38,6 +43,8 @@ def build_service(settings: Settings, on_fatal: Callable[[str], None] | None = N
             logger.critical(message)
             if on_fatal is not None:
                 on_fatal(message)
+        elif on_loaded is not None:
+            on_loaded(hub)
         return engines
 
     worker = BatchingWorker(

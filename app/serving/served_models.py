@@ -21,12 +21,20 @@ from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError, InvalidTargetError, ManifestError, UnknownModelError
 from app.engine.manifest import ModelSpec, load_manifests
 from app.engine.methods import METHODS
-from app.engine.registry import load_model
+from app.engine.registry import LoadedModel, load_model
 from app.engine.targets import class_index
 from app.serving.errors import NotReadyError
 from app.serving.worker import warm_up
 
-__all__ = ["HubSnapshot", "LoadState", "ModelHub", "ServedModel", "find_spec", "select_specs"]
+__all__ = [
+    "HubSnapshot",
+    "LoadState",
+    "ModelHub",
+    "ServedModel",
+    "find_spec",
+    "first_loadable",
+    "select_specs",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -217,3 +225,19 @@ def find_spec(models_dir: Path, name: str) -> ModelSpec:
     """The manifest called ``name`` in ``models_dir``."""
     (spec,) = select_specs(models_dir, [name])
     return spec
+
+
+def first_loadable(models_dir: Path) -> tuple[LoadedModel, dict[str, str]]:
+    """The server's default model: the first manifest in ``models_dir`` (in name order, the
+    order the server loads them) whose model loads; and why each one before it did not."""
+    specs = load_manifests(models_dir)
+    if not specs:
+        raise ManifestError(f"no model manifests in {models_dir}; pass --architecture")
+    failures: dict[str, str] = {}
+    for spec in specs:
+        try:
+            return load_model(spec), failures
+        except CamserveError as error:
+            failures[spec.name] = str(error)
+    reasons = "; ".join(f"{name}: {reason}" for name, reason in failures.items())
+    raise ManifestError(f"no model in {models_dir} loads ({reasons})")

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from PIL import Image
+from torchvision.models import resnet18 as ResNet18Net  # noqa: N812
 from typer.testing import CliRunner
 
 from app.cli import cli
@@ -58,16 +61,19 @@ def test_explain_a_folder_writes_overlays_heatmaps_and_a_summary(
             "2",
         ],
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # broken.png was skipped
     assert "explained 3 of 4 images" in result.output
+    assert "skipped" in result.output
     assert "broken.png" in result.output
-    with Image.open(out / "nested" / "b_overlay.png") as overlay:
+    assert "1 of 4 files skipped" in result.output
+    rows = {Path(row["source"]).name: row for row in json.loads(summary.read_text())}
+    b_label = rows["b.jpg"]["labels"][0]
+    with Image.open(out / "nested" / f"b_gradcam_{b_label}_overlay.png") as overlay:
         assert overlay.size == (50, 70)
         assert overlay.mode == "RGB"
-    with Image.open(out / "a_heatmap.png") as heatmap:
+    with Image.open(out / f"a_gradcam_{rows['a.png']['labels'][0]}_heatmap.png") as heatmap:
         assert heatmap.mode == "L"
         assert heatmap.size == (40, 30)
-    rows = {Path(row["source"]).name: row for row in json.loads(summary.read_text())}
     assert set(rows) == {"a.png", "b.jpg", "c.webp", "broken.png"}
     assert rows["broken.png"]["error"]
     assert rows["broken.png"]["outputs"] == []
@@ -102,14 +108,79 @@ def test_explain_top_k_and_csv_summary(models_dir: Path, images: Path, tmp_path:
         ],
     )
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.glob("*.jpeg")) == [
-        "a_overlay_top1.jpeg",
-        "a_overlay_top2.jpeg",
-    ]
     header, row = (out / "s.csv").read_text().splitlines()
     assert header.startswith("source,class,label,score,method")
     assert row.count(";") >= 2
     assert ",gradcam++,layer4," in row
+    labels = row.split(",")[2].split(";")
+    assert sorted(p.name for p in out.glob("*.jpeg")) == sorted(
+        f"a_gradcam++_{label}_overlay.jpeg" for label in labels
+    )
+
+
+def test_several_methods_write_one_overlay_each_and_never_overwrite(
+    models_dir: Path, images: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    arguments = ["explain", str(images / "a.png"), "-o", str(out), "--models-dir", str(models_dir)]
+    result = runner.invoke(cli, [*arguments, "--method", "gradcam,layercam", "--target", "square"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, [*arguments, "--method", "gradcam", "--target", "circle"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "a_gradcam_circle_overlay.png",
+        "a_gradcam_square_overlay.png",
+        "a_layercam_square_overlay.png",
+    ]
+    with (
+        Image.open(out / "a_gradcam_square_overlay.png") as gradcam,
+        Image.open(out / "a_layercam_square_overlay.png") as layercam,
+    ):
+        assert gradcam.size == layercam.size == (40, 30)
+        assert not np.array_equal(np.asarray(gradcam), np.asarray(layercam))
+
+
+def test_a_missing_input_is_skipped_named_and_fails_the_run(
+    models_dir: Path, images: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    summary = out / "summary.json"
+    missing = images / "gone.png"
+    result = runner.invoke(
+        cli,
+        [
+            "explain",
+            str(images / "a.png"),
+            str(missing),
+            "-o",
+            str(out),
+            "--summary",
+            str(summary),
+            "--models-dir",
+            str(models_dir),
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert f"skipped {missing}: no such file" in " ".join(result.output.split())
+    rows = {Path(row["source"]).name: row for row in json.loads(summary.read_text())}
+    assert rows["gone.png"]["error"] == "no such file"
+    assert rows["a.png"]["error"] == ""
+
+
+def test_without_a_model_the_first_one_that_loads_is_used_and_named(
+    models_dir: Path, images: Path, tmp_path: Path
+) -> None:
+    (models_dir / "broken.toml").write_text(
+        'name = "a-broken"\narchitecture = "resnet18"\nweights = "missing.pt"\n'
+    )
+    out = str(tmp_path / "out")
+    result = runner.invoke(
+        cli, ["explain", str(images / "a.png"), "-o", out, "--models-dir", str(models_dir)]
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "skipped model a-broken:" in text
+    assert "model: tiny (the default, as in the server: the first model in" in text
 
 
 @pytest.mark.parametrize(
@@ -129,11 +200,45 @@ def test_explain_reports_bad_parameters(
         assert message in result.output
 
 
-def test_models_lists_the_manifests(models_dir: Path) -> None:
-    result = runner.invoke(cli, ["models", "--models-dir", str(models_dir)])
+def test_models_lists_the_manifests_and_their_weights_status(
+    models_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch_home = tmp_path / "torch-home"
+    monkeypatch.setenv("TORCH_HOME", str(torch_home))
+    torch.save(ResNet18Net().state_dict(), models_dir / "found.pt")
+    for name, weights in (("found", "found.pt"), ("lost", "lost.pt"), ("hub", "DEFAULT")):
+        (models_dir / f"{name}.toml").write_text(
+            f'name = "{name}"\narchitecture = "resnet18"\nweights = "{weights}"\n'
+        )
+    rows = _models_rows(models_dir)
+    assert rows["tiny"] == "random"
+    assert rows["found"] == "checkpoint found"
+    assert rows["lost"] == "checkpoint not found"
+    assert rows["hub"] == "missing"
+    text = _models_output(models_dir)
+    assert f"no file at {models_dir.resolve() / 'lost.pt'}" in text
+    cached = torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    assert f"hub: not in the cache ({cached}): run 'camserve fetch-weights hub'" in text
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"present")
+    assert _models_rows(models_dir)["hub"] == "in the cache"
+
+
+def _models_output(models_dir: Path) -> str:
+    result = runner.invoke(cli, ["models", "--models-dir", str(models_dir)], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
-    assert "tiny" in result.output
-    assert "resnet18" in result.output
+    return " ".join(result.output.split())
+
+
+def _models_rows(models_dir: Path) -> dict[str, str]:
+    """Model name → weights status, from the table's rows."""
+    result = runner.invoke(cli, ["models", "--models-dir", str(models_dir)], env={"COLUMNS": "400"})
+    rows = {}
+    for line in result.output.splitlines():
+        cells = [cell.strip() for cell in line.split("│")[1:-1]]
+        if len(cells) == 7 and cells[0] not in ("", "name"):
+            rows[cells[0]] = cells[3]
+    return rows
 
 
 def test_every_command_has_help() -> None:

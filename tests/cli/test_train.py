@@ -24,6 +24,8 @@ def test_train_demo_writes_a_loadable_model(tmp_path: Path) -> None:
             "2",
             "--batch-size",
             "4",
+            "--held-out",
+            "10",
         ],
     )
     assert result.exit_code == 0, result.output
@@ -32,3 +34,5 @@ def test_train_demo_writes_a_loadable_model(tmp_path: Path) -> None:
     loaded = load_model(find_spec(tmp_path, "shapes"))
     assert loaded.architecture == "shapes_resnet"
     assert loaded.preprocessing.input_size == (128, 128)
+    assert loaded.preprocessing.resize == "letterbox"
+    assert "on 10 scenes" in result.output

@@ -10,6 +10,7 @@ import pytest
 from app.engine.errors import ManifestError
 from app.engine.manifest import ModelSpec, load_manifest, load_manifests
 from app.engine.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
+from app.engine.resize_policy import ResizePolicy
 
 __all__: list[str] = []
 
@@ -77,6 +78,18 @@ def test_minimal_manifest_gets_defaults(tmp_path: Path) -> None:
 def test_single_input_size_means_square(tmp_path: Path) -> None:
     spec = load_manifest(write(tmp_path, "demo.toml", manifest_text(input_size="320")))
     assert spec.input_size == (320, 320)
+
+
+@pytest.mark.parametrize("policy", list(ResizePolicy))
+def test_the_resize_policy_reaches_the_preprocessing(tmp_path: Path, policy: ResizePolicy) -> None:
+    spec = load_manifest(write(tmp_path, "demo.toml", manifest_text(resize=f'"{policy}"')))
+    assert spec.resize is policy
+    assert spec.preprocessing().resize is policy
+
+
+def test_the_resize_policy_defaults_to_stretch(tmp_path: Path) -> None:
+    spec = load_manifest(write(tmp_path, "demo.toml", manifest_text()))
+    assert spec.preprocessing().resize is ResizePolicy.STRETCH
 
 
 def test_spec_is_frozen() -> None:
@@ -168,6 +181,7 @@ def test_missing_labels_file(tmp_path: Path) -> None:
         ({"labels": "[]"}, "field 'labels'"),
         ({"layer": '""'}, "field 'layer': must name a module"),
         ({"mean": "[0.5, 0.5]"}, "field 'mean': too few values"),
+        ({"resize": '"fit"'}, "field 'resize': Input should be 'stretch', 'letterbox' or"),
     ],
 )
 def test_invalid_values_name_the_field(
@@ -211,5 +225,6 @@ def test_one_bad_manifest_fails_the_directory(tmp_path: Path) -> None:
 
 
 def test_missing_directory(tmp_path: Path) -> None:
-    with pytest.raises(ManifestError, match="does not exist"):
+    with pytest.raises(ManifestError, match="does not exist") as caught:
         load_manifests(tmp_path / "absent")
+    assert "--models-dir DIR or CAMSERVE_MODELS_DIR=DIR" in str(caught.value)

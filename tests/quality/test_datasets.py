@@ -19,7 +19,7 @@ from app.quality.datasets import (
     samples_from_folder,
     samples_from_scenes,
 )
-from app.quality.scenes import SHAPES, scene_at
+from app.quality.scenes import HELD_OUT_SCENES, SHAPES, scene_at
 
 CLASSES = ["red", "green", "blue"]
 
@@ -166,9 +166,10 @@ def test_folder_samples_need_a_folder(tmp_path: Path) -> None:
 def test_scene_samples_are_the_generated_scenes() -> None:
     samples = samples_from_scenes(5, 3)
     for index, sample in enumerate(samples):
-        scene = scene_at(5, index)
+        scene = scene_at(5, index, HELD_OUT_SCENES)
         assert sample.label == scene.label
         assert sample.box == scene.box
         assert torch.equal(sample.image, torch.from_numpy(scene.image).permute(2, 0, 1))
     renamed = samples_from_scenes(5, 3, lambda name: 10 + SHAPES.index(name))
-    assert [sample.label for sample in renamed] == [10 + scene_at(5, i).label for i in range(3)]
+    labels = [10 + scene_at(5, i, HELD_OUT_SCENES).label for i in range(3)]
+    assert [sample.label for sample in renamed] == labels

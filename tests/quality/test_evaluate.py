@@ -11,6 +11,7 @@ import torch
 from app.engine.engine import CamEngine
 from app.engine.errors import MethodNotApplicableError
 from app.engine.preprocess import Preprocessing
+from app.engine.resize_policy import ResizePolicy
 from app.quality.datasets import (
     EvalSample,
     samples_from_scenes,
@@ -20,9 +21,11 @@ from app.quality.evaluate import (
     evaluate,
 )
 from app.quality.metrics import best_threshold_iou, localization_iou, pointing_game_hit
+from app.quality.scenes import HELD_OUT_SCENES, square_settings
 from tests.engine.models_for_tests import SmallConvNet, TinyGapNet
 
 CLASSES = ["red", "green", "blue"]
+SMALL_SCENES = square_settings(128, HELD_OUT_SCENES)
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -69,7 +72,7 @@ def test_rows_hold_valid_values_for_every_method_and_layer() -> None:
     engine = CamEngine(
         SmallConvNet(), "features", preprocessing=Preprocessing(input_size=(32, 32)), device="cpu"
     )
-    samples = samples_from_scenes(11, 2)
+    samples = samples_from_scenes(11, 2, settings=SMALL_SCENES)
     methods = ["gradcam++", "scorecam", "eigencam"]
     rows = evaluate(engine, samples, methods, ["features", "features.1"], curve_steps=4)
 
@@ -93,11 +96,12 @@ def test_rows_hold_valid_values_for_every_method_and_layer() -> None:
 
 
 def test_localization_agrees_with_the_metrics_on_the_rendered_maps() -> None:
-    """The rows reduce exactly what the metrics module says of each image's full-size map."""
-    engine = CamEngine(
-        SmallConvNet(), "features", preprocessing=Preprocessing(input_size=(32, 32)), device="cpu"
-    )
-    samples = samples_from_scenes(3, 5)
+    """The rows reduce exactly what the metrics module says of each image's full-size map,
+    letterboxed images of every aspect ratio included."""
+    preprocessing = Preprocessing(input_size=(32, 32), resize=ResizePolicy.LETTERBOX)
+    engine = CamEngine(SmallConvNet(), "features", preprocessing=preprocessing, device="cpu")
+    samples = samples_from_scenes(3, 5, settings=replace(HELD_OUT_SCENES, long_side=(64, 160)))
+    assert len({tuple(sample.image.shape) for sample in samples}) > 1
     (row,) = evaluate(engine, samples, ["gradcam"], ["features"], curve_steps=3, batch_size=2)
 
     explanation = engine.explain([s.image for s in samples], "gradcam", [s.label for s in samples])
@@ -113,7 +117,10 @@ def test_localization_agrees_with_the_metrics_on_the_rendered_maps() -> None:
 
 
 def test_samples_without_boxes_have_no_localization_scores() -> None:
-    samples = [replace(sample, box=None, label=None) for sample in samples_from_scenes(1, 2)]
+    samples = [
+        replace(sample, box=None, label=None)
+        for sample in samples_from_scenes(1, 2, settings=SMALL_SCENES)
+    ]
     engine = CamEngine(
         SmallConvNet(), "features", preprocessing=Preprocessing(input_size=(24, 24)), device="cpu"
     )
@@ -130,7 +137,7 @@ def test_methods_that_do_not_apply_are_reported_or_raised() -> None:
     engine = CamEngine(
         SmallConvNet(), "features", preprocessing=Preprocessing(input_size=(24, 24)), device="cpu"
     )
-    samples = samples_from_scenes(2, 3)
+    samples = samples_from_scenes(2, 3, settings=SMALL_SCENES)
     progress: list[int] = []
     left_out: list[NotApplicable] = []
     rows = evaluate(

@@ -1,11 +1,27 @@
-"""Generated scenes: deterministic, labelled, with tight boxes around the shape."""
+"""Generated scenes: deterministic, labelled, with tight boxes, from two disjoint settings."""
 
 from __future__ import annotations
 
+import colorsys
+import math
+from dataclasses import replace
+
 import cv2
 import numpy as np
+import pytest
 
-from app.quality.scenes import SHAPES, scene_at, scenes
+from app.quality.scenes import (
+    HELD_OUT_SCENES,
+    HUE_BAND,
+    SHAPES,
+    TRAINING_SCENES,
+    SceneSettings,
+    scene_at,
+    scenes,
+    square_settings,
+)
+
+SMALL_HELD_OUT = replace(HELD_OUT_SCENES, long_side=(64, 300))
 
 
 def test_a_seed_and_index_always_give_the_same_scene() -> None:
@@ -16,21 +32,80 @@ def test_a_seed_and_index_always_give_the_same_scene() -> None:
     assert [s.label for s in scenes(5, 20)][17] == first.label
 
 
-def test_other_seeds_and_indices_give_other_scenes() -> None:
+def test_other_seeds_indices_and_settings_give_other_scenes() -> None:
     assert not np.array_equal(scene_at(5, 17).image, scene_at(6, 17).image)
     assert not np.array_equal(scene_at(5, 17).image, scene_at(5, 18).image)
+    assert scene_at(5, 17).image.shape != scene_at(5, 17, HELD_OUT_SCENES).image.shape or (
+        not np.array_equal(scene_at(5, 17).image, scene_at(5, 17, HELD_OUT_SCENES).image)
+    )
 
 
-def test_every_class_appears_and_boxes_are_inside_the_image() -> None:
-    drawn = list(scenes(0, 200))
+def test_training_and_held_out_settings_share_no_texture_and_no_hue() -> None:
+    assert not set(TRAINING_SCENES.textures) & set(HELD_OUT_SCENES.textures)
+    assert TRAINING_SCENES.hue_parity != HELD_OUT_SCENES.hue_parity
+    assert HELD_OUT_SCENES.strokes != TRAINING_SCENES.strokes
+    assert HELD_OUT_SCENES.aspect != TRAINING_SCENES.aspect
+    assert HELD_OUT_SCENES.draw_limit is None  # held-out images are drawn at their full size
+
+
+@pytest.mark.parametrize("settings", [TRAINING_SCENES, SMALL_HELD_OUT])
+def test_sizes_aspect_ratios_and_boxes_follow_the_settings(settings: SceneSettings) -> None:
+    drawn = list(scenes(0, 150, settings))
     assert {scene.label for scene in drawn} == set(range(len(SHAPES)))
+    aspects = []
     for scene in drawn:
-        x0, y0, x1, y1 = scene.box
-        assert 0 <= x0 < x1 <= 128
-        assert 0 <= y0 < y1 <= 128
-        assert 0.2 * 128 <= max(x1 - x0, y1 - y0) <= 0.7 * 128  # the drawn size range
-        assert scene.image.shape == (128, 128, 3)
+        height, width = scene.image.shape[:2]
         assert scene.image.dtype == np.uint8
+        assert scene.image.shape[2] == 3
+        limit = settings.draw_limit or settings.long_side[1]
+        assert max(height, width) <= limit
+        x0, y0, x1, y1 = scene.box
+        assert 0 <= x0 < x1 <= width
+        assert 0 <= y0 < y1 <= height
+        extent = max(x1 - x0, y1 - y0)
+        assert extent <= min(width, height) + 1
+        assert extent >= 0.3 * min(width, height)  # radius ≥ 0.2 of the shorter side, rotated
+        aspects.append(width / height)
+    assert min(aspects) < 0.5
+    assert max(aspects) > 2.0
+
+
+def test_large_training_scenes_are_drawn_at_the_draw_limit() -> None:
+    settings = replace(TRAINING_SCENES, long_side=(1500, 2000), draw_limit=100)
+    for scene in scenes(1, 5, settings):
+        assert max(scene.image.shape[:2]) == 100
+
+
+def test_held_out_scenes_are_drawn_at_full_size() -> None:
+    settings = replace(HELD_OUT_SCENES, long_side=(1000, 1200))
+    for scene in scenes(1, 3, settings):
+        assert 1000 <= max(scene.image.shape[:2]) <= 1200
+
+
+def _band_parity(rgb: np.ndarray) -> int | None:
+    hue, saturation, value = colorsys.rgb_to_hsv(*(float(c) / 255 for c in rgb))
+    if saturation < 0.25 or value < 0.15:
+        return None  # too grey or dark for its hue to be read from 8-bit values
+    band = math.floor(hue * 360 / HUE_BAND)
+    offset = hue * 360 / HUE_BAND - band
+    if min(offset, 1 - offset) < 0.1:
+        return None  # too close to a band edge for 8-bit rounding
+    return band % 2
+
+
+@pytest.mark.parametrize("settings", [TRAINING_SCENES, SMALL_HELD_OUT])
+def test_target_colours_come_from_the_settings_hue_bands(settings: SceneSettings) -> None:
+    """The centre of a circle or square is the target's own colour, never blended."""
+    parities = []
+    for scene in scenes(4, 60, settings):
+        if scene.label_name not in ("circle", "square"):
+            continue
+        x0, y0, x1, y1 = scene.box
+        parity = _band_parity(scene.image[(y0 + y1) // 2, (x0 + x1) // 2])
+        if parity is not None:
+            parities.append(parity)
+    assert len(parities) >= 8
+    assert set(parities) == {settings.hue_parity}
 
 
 def test_the_box_is_tight_around_the_shape() -> None:
@@ -38,8 +113,9 @@ def test_the_box_is_tight_around_the_shape() -> None:
     colour from the centre recovers the shape, whose extent must match the box to within the
     one-pixel antialiased rim."""
     checked = 0
+    settings = replace(square_settings(128), strokes=(0, 0), distractors=(0, 0), specks=(0, 0))
     for index in range(40):
-        scene = scene_at(3, index)
+        scene = scene_at(3, index, settings)
         if scene.label_name not in ("circle", "square"):
             continue
         x0, y0, x1, y1 = scene.box
@@ -54,9 +130,16 @@ def test_the_box_is_tight_around_the_shape() -> None:
     assert checked >= 10
 
 
-def test_scenes_scale_with_the_requested_size() -> None:
-    small = scene_at(1, 0, size=64)
+def test_square_settings_give_square_scenes_of_that_size() -> None:
+    small = scene_at(1, 0, square_settings(64))
     assert small.image.shape == (64, 64, 3)
     assert small.box[2] <= 64
     assert small.box[3] <= 64
     assert small.label_name in SHAPES
+
+
+def test_settings_reject_unknown_textures_and_bad_sizes() -> None:
+    with pytest.raises(ValueError, match="textures"):
+        SceneSettings(textures=("marble",))
+    with pytest.raises(ValueError, match="long_side"):
+        SceneSettings(long_side=(300, 200))

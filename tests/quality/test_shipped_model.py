@@ -1,39 +1,90 @@
-"""The demo model shipped in models/: loads through its manifest and knows its shapes."""
+"""The demo model shipped in models/: loads through its manifest, letterboxes, and knows its
+shapes on scenes it never saw (another seed, the held-out generator settings), including the
+pictures that fooled the previous model: dense thin crossing strokes, stars, and a circle in a
+1024 × 400 frame."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from app.engine.engine import CamEngine
-from app.engine.registry import load_model
-from app.quality.scenes import SHAPES, scenes
+from app.engine.imaging import decode_image
+from app.engine.registry import LoadedModel, load_model
+from app.engine.resize_policy import ResizePolicy
+from app.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, SceneSettings, scenes
 from app.quality.training import HELD_OUT_SEED, TRAIN_SEED, evaluate_accuracy
 from app.serving.served_models import find_spec
 
-MODELS = Path(__file__).resolve().parents[2] / "models"
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "models"
+SAMPLES = ROOT / "app" / "web" / "static" / "samples"
 FRESH_SEED = 7
+MODERATE_SIZES = replace(HELD_OUT_SCENES, long_side=(64, 640))
+"""Held-out settings with images up to 640 pixels, so that drawing them stays quick."""
+
+
+def _shapes() -> LoadedModel:
+    return load_model(find_spec(MODELS, "shapes"))
+
+
+def _predictions(drawn: list[Scene]) -> list[int]:
+    engine = CamEngine.from_loaded(_shapes(), device="cpu")
+    images = [torch.from_numpy(scene.image).permute(2, 0, 1).contiguous() for scene in drawn]
+    batch = engine.preprocessing(images, engine.device)
+    return engine.probabilities(batch).argmax(dim=1).tolist()
+
+
+def _first_scenes(settings: SceneSettings, count: int, label: str | None = None) -> list[Scene]:
+    wanted = [s for s in scenes(FRESH_SEED, 400, settings) if label in (None, s.label_name)]
+    return wanted[:count]
 
 
 def test_the_checkpoint_is_small_and_loaded_through_the_manifest() -> None:
     assert (MODELS / "shapes.pt").stat().st_size <= 5 * 1024 * 1024
-    loaded = load_model(find_spec(MODELS, "shapes"))
+    loaded = _shapes()
     assert loaded.labels == list(SHAPES)
     assert loaded.layer == "layer4"
     assert loaded.preprocessing.input_size == (128, 128)
+    assert loaded.preprocessing.resize is ResizePolicy.LETTERBOX
     assert loaded.weights.startswith("checkpoint")
 
 
-def test_it_classifies_at_least_95_percent_of_fresh_scenes() -> None:
+def test_it_classifies_fresh_held_out_scenes() -> None:
+    """docs/quality.md reports 95.3 % on the 1000 held-out scenes of seed 2; these 200 scenes of
+    another seed (94.0 % when shipped) guard against a regression, with room for the sampling
+    error of 200 scenes (about 1.7 points)."""
     assert FRESH_SEED not in (TRAIN_SEED, HELD_OUT_SEED)
-    model = load_model(find_spec(MODELS, "shapes")).module.eval()
-    assert evaluate_accuracy(model, FRESH_SEED, 300) >= 0.95
+    model = _shapes().module.eval()
+    assert evaluate_accuracy(model, FRESH_SEED, 200, settings=MODERATE_SIZES) >= 0.93
+
+
+def test_dense_thin_crossing_strokes_do_not_make_everything_a_cross() -> None:
+    cluttered = replace(MODERATE_SIZES, strokes=(30, 40), stroke_width=(0.8, 2.0))
+    drawn = _first_scenes(cluttered, 40)
+    predicted = _predictions(drawn)
+    correct = sum(p == s.label for p, s in zip(predicted, drawn, strict=True))
+    assert correct >= 0.9 * len(drawn), (correct, len(drawn))
+
+
+def test_stars_are_stars() -> None:
+    drawn = _first_scenes(MODERATE_SIZES, 12, label="star")
+    assert len(drawn) == 12
+    assert _predictions(drawn).count(SHAPES.index("star")) >= 11
+
+
+def test_a_circle_in_a_wide_frame_is_a_circle() -> None:
+    wide = replace(HELD_OUT_SCENES, long_side=(1024, 1024), aspect=(2.56, 2.56))
+    drawn = _first_scenes(wide, 5, label="circle")
+    assert {scene.image.shape[:2] for scene in drawn} == {(400, 1024)}
+    assert _predictions(drawn) == [SHAPES.index("circle")] * 5
 
 
 def test_grad_cam_points_at_the_shape() -> None:
-    engine = CamEngine.from_loaded(load_model(find_spec(MODELS, "shapes")), device="cpu")
-    drawn = list(scenes(FRESH_SEED, 24))
+    engine = CamEngine.from_loaded(_shapes(), device="cpu")
+    drawn = list(scenes(FRESH_SEED, 30, MODERATE_SIZES))
     images = [torch.from_numpy(scene.image).permute(2, 0, 1).contiguous() for scene in drawn]
     explanation = engine.explain(images, "gradcam", [scene.label for scene in drawn])
     hits = 0
@@ -42,3 +93,12 @@ def test_grad_cam_points_at_the_shape() -> None:
         x0, y0, x1, y1 = scene.box
         hits += x0 <= column < x1 and y0 <= row < y1
     assert hits >= 0.9 * len(drawn)
+
+
+def test_the_shipped_samples_are_named_for_what_the_model_sees() -> None:
+    engine = CamEngine.from_loaded(_shapes(), device="cpu")
+    samples = sorted(SAMPLES.glob("*.jpg"))
+    assert [path.stem for path in samples] == sorted(SHAPES)
+    images = [decode_image(path.read_bytes()).pixels for path in samples]
+    predicted = engine.probabilities(engine.preprocessing(images, engine.device)).argmax(dim=1)
+    assert [SHAPES[index] for index in predicted.tolist()] == [path.stem for path in samples]

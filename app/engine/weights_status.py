@@ -1,0 +1,104 @@
+"""Whether a model's weights are on this machine, without loading them: for ``camserve models``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.engine.errors import CamserveError
+from app.engine.manifest import ModelSpec
+from app.engine.sources.timm_source import timm_pretrained_name
+from app.engine.weights import WeightsKind, cached_weights_path, resolve_weights
+
+__all__ = ["WeightsStatus", "weights_status"]
+
+
+@dataclass(frozen=True)
+class WeightsStatus:
+    ready: bool
+    """The weights are here (or none are needed)."""
+    summary: str
+    """A few words for a table cell."""
+    detail: str
+    """Where the weights are, or what is wrong and the command that fixes it."""
+
+
+def weights_status(spec: ModelSpec) -> WeightsStatus:
+    """Where ``spec``'s weights are, looked up without loading anything."""
+    if spec.source != "torchvision":
+        return _hub_status(spec)
+    return _torchvision_status(spec)
+
+
+def _torchvision_status(spec: ModelSpec) -> WeightsStatus:
+    try:
+        source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
+    except CamserveError as error:
+        return WeightsStatus(False, "unusable", str(error))
+    if source.kind is WeightsKind.RANDOM:
+        return WeightsStatus(True, "random", "random initialisation, nothing to load")
+    if source.kind is WeightsKind.CHECKPOINT and source.path is not None:
+        if source.path.is_file():
+            return WeightsStatus(True, "checkpoint found", str(source.path))
+        return WeightsStatus(
+            False,
+            "checkpoint not found",
+            f"no file at {source.path}: fix 'weights' in the manifest or put the checkpoint there",
+        )
+    path = cached_weights_path(spec.architecture, spec.weights)
+    if path.is_file():
+        return WeightsStatus(True, "in the cache", str(path))
+    return WeightsStatus(
+        False,
+        "missing",
+        f"not in the cache ({path}): run 'camserve fetch-weights {spec.name}' on a machine with "
+        "internet and copy the file there, or mount a filled cache at TORCH_HOME",
+    )
+
+
+def _hub_status(spec: ModelSpec) -> WeightsStatus:
+    """timm and Hugging Face models: random, a checkpoint or folder here, or the Hub's files in
+    the Hugging Face cache (``HF_HOME``)."""
+    weights = spec.weights.strip()
+    if weights.lower() == "random" and spec.source == "timm":
+        return WeightsStatus(True, "random", "random initialisation, nothing to load")
+    if spec.source == "huggingface":
+        folder = spec.resolve_path(spec.architecture)
+        if folder.is_dir():
+            return WeightsStatus(True, "folder found", str(folder))
+        repo: str | None = spec.architecture
+    else:
+        checkpoint = spec.resolve_path(weights)
+        if checkpoint.suffix in {".pt", ".pth", ".bin", ".safetensors"} or "/" in weights:
+            found = checkpoint.is_file()
+            summary = "checkpoint found" if found else "checkpoint not found"
+            return WeightsStatus(found, summary, str(checkpoint))
+        repo = _timm_hub_repo(spec)
+    if repo is not None and _in_hub_cache(repo):
+        return WeightsStatus(True, "in the cache", f"{repo} in the Hugging Face cache")
+    return WeightsStatus(
+        False,
+        "missing",
+        f"{repo or spec.architecture} is not in the Hugging Face cache: run 'camserve "
+        f"fetch-weights {spec.name}' on a machine with internet and copy its cache here, or "
+        "mount a filled cache at HF_HOME",
+    )
+
+
+def _timm_hub_repo(spec: ModelSpec) -> str | None:
+    """The Hugging Face repository timm downloads ``spec``'s pretrained weights from."""
+    try:
+        import timm  # noqa: PLC0415 - an optional extra
+
+        config = timm.models.get_pretrained_cfg(timm_pretrained_name(spec) or "")
+    except Exception:  # no extra, unknown name: the status says "missing" with the fix
+        return None
+    repo = getattr(config, "hf_hub_id", None)
+    return repo if isinstance(repo, str) and repo else None
+
+
+def _in_hub_cache(repo: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415 - optional
+    except ImportError:
+        return False
+    return isinstance(try_to_load_from_cache(repo, "config.json"), str)

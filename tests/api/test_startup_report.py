@@ -1,0 +1,24 @@
+"""The start-up report people read: the page URL, the served models, the fixes for the rest."""
+
+from __future__ import annotations
+
+from app.api.startup_report import page_url, startup_report
+
+
+def test_a_wildcard_interface_is_shown_as_localhost() -> None:
+    assert page_url("0.0.0.0", 8000) == "http://localhost:8000/"
+    assert page_url("::", 9000) == "http://localhost:9000/"
+    assert page_url("127.0.0.1", 8080) == "http://127.0.0.1:8080/"
+    assert page_url("::1", 8080) == "http://[::1]:8080/"
+
+
+def test_the_report_names_the_page_the_models_and_each_fix() -> None:
+    fix = "pretrained weights are not in the cache: run 'camserve fetch-weights resnet50'"
+    report = startup_report(
+        "http://localhost:8000/", ["mini", "shapes"], "shapes", {"resnet50": fix}
+    )
+    assert report.splitlines() == [
+        "camserve is ready: open http://localhost:8000/ (API docs: http://localhost:8000/docs)",
+        "  serving: mini, shapes (default)",
+        f"  not served: resnet50: {fix}",
+    ]
