@@ -29,7 +29,7 @@ from app.engine.colormaps import DEFAULT_COLORMAP
 from app.engine.devices import resolve_device
 from app.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
 from app.engine.flat_gradients import require_gradient_signal
-from app.engine.hooks import capture_layers
+from app.engine.hooks import LayerCapture, capture_layers
 from app.engine.imaging import image_to_tensor
 from app.engine.layers import find_candidate_layers, resolve_layer
 from app.engine.manifest import ModelSpec
@@ -401,11 +401,10 @@ class CamEngine:
                 modules, track_gradient=needs_gradients, layout=self.token_layout
             ) as records:
                 logits = self._forward(batch)
-            activations = [records[name].require_activation() for name in layer_names]
-            chosen = self._choose_targets(logits, targets, top_k)
-            gradients = (
-                self._gradients(logits, activations, chosen, layer_names) if needs_gradients else []
-            )
+                activations = [records[name].require_activation() for name in layer_names]
+                chosen = self._choose_targets(logits, targets, top_k)
+                captures = [records[name] for name in layer_names]
+                gradients = self._gradients(logits, captures, chosen) if needs_gradients else []
             for name, gradient in zip(layer_names, gradients, strict=False):
                 require_gradient_signal(gradient, name, self.token_layout.suggested_layer)
         return _CapturedPass(
@@ -528,44 +527,51 @@ class CamEngine:
         return class_index(self.labels, target)
 
     def _gradients(
-        self, logits: Tensor, activations: list[Tensor], chosen: Tensor, layer_names: Sequence[str]
+        self, logits: Tensor, captures: Sequence[LayerCapture], chosen: Tensor
     ) -> list[Tensor]:
         """Per layer, (B, K, C, h, w) gradients of the chosen scores.
 
-        One target per image: one backward pass to every captured layer. K targets: one vmapped
-        backward pass (``is_grads_batched``), which reads the head's weights once instead of K
-        times (top-5 on a VGG-16 head at batch 8: 1.09x a forward pass instead of 1.18x); where
-        an operator has no batching rule, one backward pass per rank."""
+        One target per image: one backward pass to every captured layer, whose tensor hooks
+        record the gradients. K targets: one vmapped backward pass (``is_grads_batched``), which
+        reads the head's weights once instead of K times (top-5 on a VGG-16 head at batch 8:
+        1.09x a forward pass instead of 1.18x) and returns them batched; where an operator has
+        no batching rule, one hooked backward pass per rank."""
+        activations = [capture.require_activation() for capture in captures]
         if chosen.shape[1] > 1:
-            batched = _batched_gradients(logits, activations, chosen)
+            batched = _batched_gradients(logits, captures, chosen)
             if batched is not None:
                 return batched
         ranks = chosen.shape[1]
-        per_rank: list[tuple[Tensor, ...]] = []
         for rank in range(ranks):
             score = logits.gather(1, chosen[:, rank : rank + 1]).sum()
             try:
-                per_rank.append(
-                    torch.autograd.grad(score, activations, retain_graph=rank < ranks - 1)
-                )
+                torch.autograd.grad(score, activations, retain_graph=rank < ranks - 1)
             except RuntimeError as error:
+                names = ", ".join(capture.layer_name for capture in captures)
                 raise UnknownLayerError(
-                    f"the output does not depend on layer(s) {', '.join(layer_names)}: {error}"
+                    f"the output does not depend on layer(s) {names}: {error}"
                 ) from error
-        return [
-            torch.stack([grads[index] for grads in per_rank], dim=1).float()
-            for index in range(len(activations))
-        ]
+        for capture in captures:
+            if len(capture.gradients) != ranks:  # pragma: no cover - a torch invariant
+                raise RuntimeError(
+                    f"the tensor hook of {capture.layer_name!r} saw {len(capture.gradients)} "
+                    f"gradients for {ranks} targets"
+                )
+        return [torch.stack(capture.gradients, dim=1).float() for capture in captures]
 
 
 def _batched_gradients(
-    logits: Tensor, activations: list[Tensor], chosen: Tensor
+    logits: Tensor, captures: Sequence[LayerCapture], chosen: Tensor
 ) -> list[Tensor] | None:
-    """All ranks' gradients from one vmapped backward pass, or ``None`` if it is unsupported."""
+    """All ranks' gradients from one vmapped backward pass, or ``None`` if it is unsupported.
+    The tensor hooks stay quiet meanwhile: inside vmap they would see batched tensors."""
     one_hot = torch.zeros(
         (chosen.shape[1], *logits.shape), dtype=logits.dtype, device=logits.device
     )
     one_hot.scatter_(2, chosen.T.unsqueeze(-1), 1.0)
+    activations = [capture.require_activation() for capture in captures]
+    for capture in captures:
+        capture.capture_gradients = False
     try:
         gradients = torch.autograd.grad(
             logits, activations, grad_outputs=one_hot, is_grads_batched=True, retain_graph=True
@@ -573,6 +579,9 @@ def _batched_gradients(
     except RuntimeError:
         logger.debug("no batched backward for this head; one pass per target instead")
         return None
+    finally:
+        for capture in captures:
+            capture.capture_gradients = True
     return [gradient.transpose(0, 1).float() for gradient in gradients]
 
 

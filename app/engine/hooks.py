@@ -3,7 +3,8 @@
 A forward hook on each target module records the module's output and hands a clone of it back
 to the network. With ``track_gradient``, the first captured layer's output becomes a fresh leaf
 that requires grad; a deeper captured layer's output, already downstream of that leaf, is
-recorded as it is (a copy in the graph). Three consequences:
+recorded as it is (a copy in the graph); a tensor hook on each recorded activation keeps the
+gradient that a backward pass sends into it. Three consequences:
 
 * the autograd graph starts at the shallowest target layer, so a backward pass from the class
   scores only runs through the network above it (the parameters are frozen by the engine), and
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
@@ -35,6 +36,15 @@ class LayerCapture:
     layer_name: str
     calls: int = 0
     activation: Tensor | None = None
+    gradients: list[Tensor] = field(default_factory=list)
+    """What the tensor hook saw, one entry per backward pass through the activation."""
+    capture_gradients: bool = True
+    """Off while a vmapped backward pass runs (its gradients come back batched instead)."""
+
+    def keep_gradient(self, gradient: Tensor) -> None:
+        """The tensor hook: record the gradient flowing into the captured activation."""
+        if self.capture_gradients:
+            self.gradients.append(gradient)
 
     def require_activation(self) -> Tensor:
         """The recorded activation, checked to be a single (B, C, H, W) map."""
@@ -58,6 +68,7 @@ def capture_layer(
     autograd graph that gradients can be taken against. ``layout`` says how the model's token or
     channels-last outputs fold into (B, C, h, w) maps."""
     record = LayerCapture(layer_name)
+    tensor_handles: list[RemovableHandle] = []
 
     def on_forward(_module: nn.Module, _inputs: object, output: object) -> object:
         # Token sequences (B, N, C) and channels-last maps become (B, C, h, w): app/engine/tokens
@@ -76,6 +87,8 @@ def capture_layer(
             record.activation = feature_map.clone()
         else:
             record.activation = feature_map.detach().clone().requires_grad_(True)
+        hook = record.activation.register_hook(record.keep_gradient)  # type: ignore[no-untyped-call]
+        tensor_handles.append(hook)
         return view.rebuild(record.activation.clone())
 
     handle: RemovableHandle = layer.register_forward_hook(on_forward)
@@ -83,6 +96,8 @@ def capture_layer(
         yield record
     finally:
         handle.remove()
+        for tensor_handle in tensor_handles:
+            tensor_handle.remove()
 
 
 @contextmanager

@@ -91,7 +91,7 @@ def test_hooks_are_removed_when_the_model_raises_after_the_layer() -> None:
 def test_a_layer_without_a_feature_map_is_refused_and_leaves_no_hook() -> None:
     model = frozen(SmallConvNet())
     with (
-        pytest.raises(UnknownLayerError, match=r"not a \(batch, channels, height, width\)"),
+        pytest.raises(UnknownLayerError, match=r"neither a \(batch, channels, height, width\)"),
         capture_layer(model.fc, "fc", track_gradient=True),
     ):
         model(torch.randn(1, 3, 16, 16))
