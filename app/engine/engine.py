@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -27,9 +27,10 @@ from torch import Tensor, nn
 from app.engine.classifier import cam_classifier
 from app.engine.colormaps import DEFAULT_COLORMAP
 from app.engine.devices import resolve_device
-from app.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
+from app.engine.errors import MethodNotApplicableError
 from app.engine.flat_gradients import require_gradient_signal
-from app.engine.hooks import LayerCapture, capture_layers
+from app.engine.gradients import class_gradients
+from app.engine.hooks import capture_layers
 from app.engine.imaging import image_to_tensor
 from app.engine.layers import find_candidate_layers, resolve_layer
 from app.engine.manifest import ModelSpec
@@ -38,12 +39,17 @@ from app.engine.preprocess import Preprocessing
 from app.engine.registry import LoadedModel, load_model
 from app.engine.render import (
     DEFAULT_ALPHA,
-    RenderedImage,
     RenderOptions,
-    normalize_maps,
     render_each,
 )
-from app.engine.targets import class_index
+from app.engine.results import (
+    BatchExplanation,
+    CamMaps,
+    CamResults,
+    Explanation,
+    repeat_for_targets,
+)
+from app.engine.targets import Targets, TargetSpec, choose_targets, class_index
 from app.engine.tokens import describe_layout, logits_of
 
 __all__ = [
@@ -57,89 +63,11 @@ __all__ = [
     "Targets",
 ]
 
-TargetSpec = int | str | None
-"""One image's target: a class index, a class label, or ``None`` for its top prediction."""
-Targets = Tensor | Sequence[TargetSpec | Sequence[int | str]] | None
 ImageInput = Tensor | Image.Image | NDArray[np.uint8]
 
 DEFAULT_SCORE_CAM_BATCH = 64
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CamMaps:
-    """One (layer, method)'s layer-resolution results of one engine call."""
-
-    method: str
-    layer: str
-    raw_maps: Tensor
-    """(B, K, h, w) float32: the method's output before ReLU and normalisation; (B, 1, h, w)
-    from ``CamEngine.compute_all`` for a class-agnostic method."""
-    logits: Tensor
-    """(B, num_classes) float32."""
-    targets: Tensor
-    """(B, K) int64: the explained class of each map."""
-    class_agnostic: bool = False
-    """The map does not depend on the target class (Eigen-CAM)."""
-
-    @cached_property
-    def layer_maps(self) -> Tensor:
-        """(B, K, h, w) in [0, 1]: ReLU then per-map min-max normalisation (computed once)."""
-        return normalize_maps(self.raw_maps.clamp_min(0))
-
-    @property
-    def probabilities(self) -> Tensor:
-        return torch.softmax(self.logits, dim=1)
-
-
-@dataclass(frozen=True)
-class CamResults:
-    """Every (layer, method)'s maps from one shared pass, with the pass's logits and targets."""
-
-    logits: Tensor
-    targets: Tensor
-    maps: dict[tuple[str, str], CamMaps]
-    """Keyed by (layer, method), in the order layers × methods were asked for."""
-    refusals: dict[tuple[str, str], MethodNotApplicableError] = field(default_factory=dict)
-    """The (layer, method) pairs the method refused (CAM on a layer without a GAP head); the
-    other pairs of the same pass are unaffected."""
-
-    def __getitem__(self, key: tuple[str, str]) -> CamMaps:
-        if key in self.refusals:
-            raise self.refusals[key]
-        return self.maps[key]
-
-    @cached_property
-    def probabilities(self) -> Tensor:
-        return torch.softmax(self.logits, dim=1)
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """Everything one ``CamEngine.explain`` call produced, on the engine's device."""
-
-    cams: CamMaps
-    images: list[RenderedImage]
-
-    @property
-    def maps(self) -> list[Tensor]:
-        """Per image, (K, H, W) float32 maps in [0, 1] at the original resolution."""
-        return [image.maps for image in self.images]
-
-    @property
-    def overlays(self) -> list[Tensor]:
-        """Per image, (K, H, W, 3) uint8 RGB overlays at the original resolution."""
-        return [image.overlays for image in self.images]
-
-
-@dataclass(frozen=True)
-class BatchExplanation:
-    """The one pipeline's output: the maps of every (layer, method) and their renderings."""
-
-    results: CamResults
-    rendered: dict[tuple[str, str], list[RenderedImage]] = field(default_factory=dict)
-    """Per (layer, method), one ``RenderedImage`` per input image."""
 
 
 @dataclass(frozen=True)
@@ -306,12 +234,7 @@ class CamEngine:
         is repeated for each of the K targets, so ``raw_maps`` is always (B, K, h, w)."""
         layer_name = layer or self.layer
         results = self.compute_all(inputs, [method], targets, top_k=top_k, layers=[layer_name])
-        cams = results[(layer_name, get_method(method).name)]
-        if not cams.class_agnostic:
-            return cams
-        ranks = cams.targets.shape[1]
-        repeated = cams.raw_maps.expand(-1, ranks, -1, -1).contiguous()
-        return CamMaps(cams.method, cams.layer, repeated, cams.logits, cams.targets, True)
+        return results[(layer_name, get_method(method).name)].per_target()
 
     @torch.no_grad()
     def probabilities(self, inputs: Tensor) -> Tensor:
@@ -371,16 +294,8 @@ class CamEngine:
         images_out = explained.rendered[key]
         if cams.class_agnostic:
             ranks = cams.targets.shape[1]
-            cams = CamMaps(
-                cams.method,
-                cams.layer,
-                cams.raw_maps.expand(-1, ranks, -1, -1).contiguous(),
-                cams.logits,
-                cams.targets,
-                True,
-            )
-            images_out = [_repeat_ranks(image, ranks) for image in images_out]
-        return Explanation(cams, images_out)
+            images_out = [repeat_for_targets(image, ranks) for image in images_out]
+        return Explanation(cams.per_target(), images_out)
 
     # ------------------------------------------------------------------ steps
 
@@ -402,9 +317,9 @@ class CamEngine:
             ) as records:
                 logits = self._forward(batch)
                 activations = [records[name].require_activation() for name in layer_names]
-                chosen = self._choose_targets(logits, targets, top_k)
+                chosen = choose_targets(logits, targets, top_k, self.labels)
                 captures = [records[name] for name in layer_names]
-                gradients = self._gradients(logits, captures, chosen) if needs_gradients else []
+                gradients = class_gradients(logits, captures, chosen) if needs_gradients else []
             for name, gradient in zip(layer_names, gradients, strict=False):
                 require_gradient_signal(gradient, name, self.token_layout.suggested_layer)
         return _CapturedPass(
@@ -470,52 +385,6 @@ class CamEngine:
             )
         return logits
 
-    def _choose_targets(self, logits: Tensor, targets: Targets, top_k: int) -> Tensor:
-        batch_size, num_classes = logits.shape
-        if not 1 <= top_k <= num_classes:
-            raise InvalidTargetError(f"top_k must be between 1 and {num_classes}, got {top_k}")
-        ranked = logits.detach().topk(top_k, dim=1).indices
-        if targets is None:
-            return ranked
-        if isinstance(targets, Tensor):
-            chosen = targets.to(self.device, torch.long)
-            chosen = chosen.unsqueeze(1) if chosen.dim() == 1 else chosen
-        else:
-            chosen = self._targets_from_specs(ranked, targets)
-        if chosen.dim() != 2 or chosen.shape[0] != batch_size or chosen.shape[1] < 1:
-            raise InvalidTargetError(
-                f"expected one or more targets for each of the {batch_size} images, "
-                f"got shape {tuple(chosen.shape)}"
-            )
-        if chosen.min() < 0 or chosen.max() >= num_classes:
-            raise InvalidTargetError(
-                f"class index out of range: the model has {num_classes} classes "
-                f"(0-{num_classes - 1})"
-            )
-        return chosen
-
-    def _targets_from_specs(
-        self, ranked: Tensor, specs: Sequence[TargetSpec | Sequence[int | str]]
-    ) -> Tensor:
-        """Rows of class indices: ``None`` takes the image's ``top_k`` predictions (``ranked``);
-        explicit targets must give that many classes too."""
-        if len(specs) != ranked.shape[0]:
-            raise InvalidTargetError(f"got {len(specs)} targets for {ranked.shape[0]} images")
-        rows: list[list[int]] = []
-        for image_index, spec in enumerate(specs):
-            if spec is None:
-                rows.append(ranked[image_index].tolist())
-            elif isinstance(spec, (int, str)):
-                rows.append([self.class_index(spec)])
-            else:
-                rows.append([self.class_index(item) for item in spec])
-        if len({len(row) for row in rows}) != 1:
-            raise InvalidTargetError(
-                "every image needs the same number of targets (top_k of them when some "
-                "images take their top predictions)"
-            )
-        return torch.tensor(rows, dtype=torch.long, device=self.device)
-
     def label_of(self, index: int) -> str:
         """The label of class ``index`` (its number when the engine has no labels)."""
         if self.labels is not None and 0 <= index < len(self.labels):
@@ -525,70 +394,3 @@ class CamEngine:
     def class_index(self, target: int | str) -> int:
         """The class index for an index or a label (exact, then case-insensitive)."""
         return class_index(self.labels, target)
-
-    def _gradients(
-        self, logits: Tensor, captures: Sequence[LayerCapture], chosen: Tensor
-    ) -> list[Tensor]:
-        """Per layer, (B, K, C, h, w) gradients of the chosen scores.
-
-        One target per image: one backward pass to every captured layer, whose tensor hooks
-        record the gradients. K targets: one vmapped backward pass (``is_grads_batched``), which
-        reads the head's weights once instead of K times (top-5 on a VGG-16 head at batch 8:
-        1.09x a forward pass instead of 1.18x) and returns them batched; where an operator has
-        no batching rule, one hooked backward pass per rank."""
-        activations = [capture.require_activation() for capture in captures]
-        if chosen.shape[1] > 1:
-            batched = _batched_gradients(logits, captures, chosen)
-            if batched is not None:
-                return batched
-        ranks = chosen.shape[1]
-        for rank in range(ranks):
-            score = logits.gather(1, chosen[:, rank : rank + 1]).sum()
-            try:
-                torch.autograd.grad(score, activations, retain_graph=rank < ranks - 1)
-            except RuntimeError as error:
-                names = ", ".join(capture.layer_name for capture in captures)
-                raise UnknownLayerError(
-                    f"the output does not depend on layer(s) {names}: {error}"
-                ) from error
-        for capture in captures:
-            if len(capture.gradients) != ranks:  # pragma: no cover - a torch invariant
-                raise RuntimeError(
-                    f"the tensor hook of {capture.layer_name!r} saw {len(capture.gradients)} "
-                    f"gradients for {ranks} targets"
-                )
-        return [torch.stack(capture.gradients, dim=1).float() for capture in captures]
-
-
-def _batched_gradients(
-    logits: Tensor, captures: Sequence[LayerCapture], chosen: Tensor
-) -> list[Tensor] | None:
-    """All ranks' gradients from one vmapped backward pass, or ``None`` if it is unsupported.
-    The tensor hooks stay quiet meanwhile: inside vmap they would see batched tensors."""
-    one_hot = torch.zeros(
-        (chosen.shape[1], *logits.shape), dtype=logits.dtype, device=logits.device
-    )
-    one_hot.scatter_(2, chosen.T.unsqueeze(-1), 1.0)
-    activations = [capture.require_activation() for capture in captures]
-    for capture in captures:
-        capture.capture_gradients = False
-    try:
-        gradients = torch.autograd.grad(
-            logits, activations, grad_outputs=one_hot, is_grads_batched=True, retain_graph=True
-        )
-    except RuntimeError:
-        logger.debug("no batched backward for this head; one pass per target instead")
-        return None
-    finally:
-        for capture in captures:
-            capture.capture_gradients = True
-    return [gradient.transpose(0, 1).float() for gradient in gradients]
-
-
-def _repeat_ranks(image: RenderedImage, ranks: int) -> RenderedImage:
-    """A class-agnostic rendering repeated for each of ``ranks`` targets."""
-    return RenderedImage(
-        maps=image.maps.expand(ranks, -1, -1),
-        heatmaps=image.heatmaps.expand(ranks, -1, -1),
-        overlays=image.overlays.expand(ranks, -1, -1, -1),
-    )

@@ -21,6 +21,8 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from app.quality.textures import TEXTURE_PAINTERS
+
 __all__ = [
     "DEFAULT_SIZE",
     "HELD_OUT_SCENES",
@@ -181,7 +183,7 @@ class _Painter:
 
     def background(self, width: int, height: int) -> NDArray[np.uint8]:
         kind = self.settings.textures[int(self.rng.integers(len(self.settings.textures)))]
-        texture = _TEXTURES[kind](self, width, height)
+        texture = TEXTURE_PAINTERS[kind](self, width, height)
         sigma = self.rng.uniform(*self.settings.grain) * math.sqrt(self.scale)
         if sigma > 0:
             texture += self.rng.standard_normal(texture.shape, np.float32) * np.float32(sigma)
@@ -241,76 +243,6 @@ class _Painter:
             if float(np.linalg.norm(colour - under)) >= MIN_CONTRAST:
                 return colour
         return np.where(under > 127, 0.0, 255.0).astype(np.float32)  # pragma: no cover
-
-
-def _blotches(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
-    """Smooth colour blotches from an upsampled coarse grid."""
-    cells = int(painter.rng.integers(2, 8))
-    coarse = np.stack([painter.colour() for _ in range(cells * cells)]).reshape(cells, cells, 3)
-    return np.asarray(
-        cv2.resize(coarse, (width, height), interpolation=cv2.INTER_CUBIC), np.float32
-    )
-
-
-def _flat(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
-    return np.tile(painter.colour(), (height, width, 1))
-
-
-def _two_tone(painter: _Painter, weight: NDArray[np.float32]) -> NDArray[np.float32]:
-    """Blend two colours by ``weight`` (H, W) in [0, 1]."""
-    first, second = painter.colour(), painter.colour()
-    blend = first * (1 - weight[..., None]) + second * weight[..., None]
-    return blend.astype(np.float32)
-
-
-def _coordinates(width: int, height: int) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-    """Pixel coordinates in units of the longer side."""
-    side = max(width, height)
-    ys, xs = np.mgrid[0:height, 0:width].astype(np.float32) / side
-    return xs, ys
-
-
-def _stripes(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
-    xs, ys = _coordinates(width, height)
-    angle = painter.rng.uniform(0, np.pi)
-    periods = painter.rng.uniform(3, 20)
-    phase = (xs * np.cos(angle) + ys * np.sin(angle)) * periods * 2 * np.pi
-    return _two_tone(painter, (0.5 + 0.5 * np.sin(phase)).astype(np.float32))
-
-
-def _waves(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
-    xs, ys = _coordinates(width, height)
-    cx, cy = painter.rng.uniform(-0.5, 1.5, 2)
-    periods = painter.rng.uniform(3, 15)
-    phase = np.hypot(xs - cx, ys - cy) * periods * 2 * np.pi
-    return _two_tone(painter, (0.5 + 0.5 * np.sin(phase)).astype(np.float32))
-
-
-def _gradient(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
-    xs, ys = _coordinates(width, height)
-    angle = painter.rng.uniform(0, 2 * np.pi)
-    ramp = xs * np.cos(angle) + ys * np.sin(angle)
-    span = float(ramp.max() - ramp.min()) or 1.0
-    return _two_tone(painter, ((ramp - ramp.min()) / span).astype(np.float32))
-
-
-def _checks(painter: _Painter, width: int, height: int) -> NDArray[np.float32]:
-    """A softened checkerboard of two colours."""
-    xs, ys = _coordinates(width, height)
-    cells = painter.rng.uniform(3, 12)
-    weight = ((np.floor(xs * cells) + np.floor(ys * cells)) % 2).astype(np.float32)
-    soft = max(1, round(max(width, height) / 100)) * 2 + 1
-    return _two_tone(painter, cv2.GaussianBlur(weight, (soft, soft), 0))
-
-
-_TEXTURES = {
-    "blotches": _blotches,
-    "stripes": _stripes,
-    "flat": _flat,
-    "waves": _waves,
-    "gradient": _gradient,
-    "checks": _checks,
-}
 
 
 def _shape_mask(

@@ -1,0 +1,113 @@
+"""What an engine call returns: each (layer, method)'s maps, the pass's logits and targets,
+and their renderings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import torch
+from torch import Tensor
+
+from app.engine.errors import MethodNotApplicableError
+from app.engine.render import RenderedImage, normalize_maps
+
+__all__ = [
+    "BatchExplanation",
+    "CamMaps",
+    "CamResults",
+    "Explanation",
+    "repeat_for_targets",
+]
+
+
+@dataclass(frozen=True)
+class CamMaps:
+    """One (layer, method)'s layer-resolution results of one engine call."""
+
+    method: str
+    layer: str
+    raw_maps: Tensor
+    """(B, K, h, w) float32: the method's output before ReLU and normalisation; (B, 1, h, w)
+    from ``CamEngine.compute_all`` for a class-agnostic method."""
+    logits: Tensor
+    """(B, num_classes) float32."""
+    targets: Tensor
+    """(B, K) int64: the explained class of each map."""
+    class_agnostic: bool = False
+    """The map does not depend on the target class (Eigen-CAM)."""
+
+    @cached_property
+    def layer_maps(self) -> Tensor:
+        """(B, K, h, w) in [0, 1]: ReLU then per-map min-max normalisation (computed once)."""
+        return normalize_maps(self.raw_maps.clamp_min(0))
+
+    @property
+    def probabilities(self) -> Tensor:
+        return torch.softmax(self.logits, dim=1)
+
+    def per_target(self) -> CamMaps:
+        """These maps with one map per target: a class-agnostic map repeated K times."""
+        if not self.class_agnostic:
+            return self
+        ranks = self.targets.shape[1]
+        repeated = self.raw_maps.expand(-1, ranks, -1, -1).contiguous()
+        return CamMaps(self.method, self.layer, repeated, self.logits, self.targets, True)
+
+
+@dataclass(frozen=True)
+class CamResults:
+    """Every (layer, method)'s maps from one shared pass, with the pass's logits and targets."""
+
+    logits: Tensor
+    targets: Tensor
+    maps: dict[tuple[str, str], CamMaps]
+    """Keyed by (layer, method), in the order layers × methods were asked for."""
+    refusals: dict[tuple[str, str], MethodNotApplicableError] = field(default_factory=dict)
+    """The (layer, method) pairs the method refused (CAM on a layer without a GAP head); the
+    other pairs of the same pass are unaffected."""
+
+    def __getitem__(self, key: tuple[str, str]) -> CamMaps:
+        if key in self.refusals:
+            raise self.refusals[key]
+        return self.maps[key]
+
+    @cached_property
+    def probabilities(self) -> Tensor:
+        return torch.softmax(self.logits, dim=1)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Everything one ``CamEngine.explain`` call produced, on the engine's device."""
+
+    cams: CamMaps
+    images: list[RenderedImage]
+
+    @property
+    def maps(self) -> list[Tensor]:
+        """Per image, (K, H, W) float32 maps in [0, 1] at the original resolution."""
+        return [image.maps for image in self.images]
+
+    @property
+    def overlays(self) -> list[Tensor]:
+        """Per image, (K, H, W, 3) uint8 RGB overlays at the original resolution."""
+        return [image.overlays for image in self.images]
+
+
+@dataclass(frozen=True)
+class BatchExplanation:
+    """The one pipeline's output: the maps of every (layer, method) and their renderings."""
+
+    results: CamResults
+    rendered: dict[tuple[str, str], list[RenderedImage]] = field(default_factory=dict)
+    """Per (layer, method), one ``RenderedImage`` per input image."""
+
+
+def repeat_for_targets(image: RenderedImage, ranks: int) -> RenderedImage:
+    """A class-agnostic rendering repeated for each of ``ranks`` targets."""
+    return RenderedImage(
+        maps=image.maps.expand(ranks, -1, -1),
+        heatmaps=image.heatmaps.expand(ranks, -1, -1),
+        overlays=image.overlays.expand(ranks, -1, -1, -1),
+    )

@@ -1,0 +1,115 @@
+"""What a request hands the batching worker (a ``Job`` with its ``BatchKey``, a queue
+``Reservation``) and what it gets back (a ``JobResult`` of ``MethodMaps``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+from torch import Tensor
+
+from app.engine.render import RenderOptions
+
+__all__ = [
+    "PREDICTIONS",
+    "BatchAbandonedError",
+    "BatchKey",
+    "Job",
+    "JobResult",
+    "MethodMaps",
+    "Reservation",
+]
+
+PREDICTIONS = 20
+"""How many top predictions each result carries (at least; more when top_k asks; fewer when the
+model has fewer classes). ``/v1/explain`` lists as many of them as its request asks for."""
+
+
+class BatchAbandonedError(Exception):
+    """Every job of the running batch has lost its client or passed its deadline."""
+
+
+@dataclass(frozen=True)
+class BatchKey:
+    """Jobs with equal keys can share one engine call, whatever methods each asks for."""
+
+    model: str
+    layers: tuple[str, ...]
+    ranks: int
+
+
+@dataclass(frozen=True)
+class MethodMaps:
+    """One (layer, method)'s maps for one job, on the CPU; K' is 1 for a class-agnostic method
+    and the job's number of targets otherwise."""
+
+    layer: str
+    method: str
+    class_agnostic: bool
+    overlays: NDArray[np.uint8]
+    """(K', H, W, 3) RGB."""
+    heatmaps: NDArray[np.uint8]
+    """(K', H, W) grayscale."""
+    layer_maps: NDArray[np.float32]
+    """(K', h, w) normalised maps at the layer's resolution."""
+
+    def entry(self, rank: int) -> int:
+        """The index of the map that explains target ``rank`` (0-based)."""
+        return 0 if self.class_agnostic else rank
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """One job's answer, on the CPU."""
+
+    targets: list[int]
+    target_probabilities: list[float]
+    predictions: list[tuple[int, float]]
+    """The top predictions as (class index, probability), best first."""
+    maps: list[MethodMaps]
+    """Per layer, per method of the job, in the order they were asked for."""
+    queue_wait_s: float
+    compute_s: float
+    batch_size: int
+
+
+@dataclass(eq=False)
+class Job:
+    key: BatchKey
+    methods: tuple[str, ...]
+    """Canonical method names (``get_method(name).name``), without duplicates."""
+    image: Tensor
+    """(3, H, W) uint8 on the CPU."""
+    target: int | None
+    render: RenderOptions
+    future: asyncio.Future[JobResult]
+    deadline: float
+    """``time.monotonic()`` after which the result is no longer wanted."""
+    enqueued_at: float = field(default_factory=time.monotonic)
+    cancelled: bool = False
+
+    def resolve(self, result: JobResult | BaseException) -> None:
+        """Hand ``result`` to the waiting coroutine, from any thread."""
+        self.future.get_loop().call_soon_threadsafe(_settle, self.future, result)
+
+    def wanted(self, now: float) -> bool:
+        return not self.cancelled and self.deadline > now
+
+
+def _settle(future: asyncio.Future[JobResult], result: JobResult | BaseException) -> None:
+    if future.done():
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)
+
+
+@dataclass(eq=False)
+class Reservation:
+    """A queue slot held for a request whose upload is still being read and decoded."""
+
+    held: bool = True
