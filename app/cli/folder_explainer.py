@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
-from torch import Tensor
 
 from app.engine.engine import CamEngine
 from app.engine.errors import ImageError
 from app.engine.image_files import InputFile
 from app.engine.imaging import DecodedImage, decode_image, encode_image
+from app.engine.render import RenderOptions
 
 __all__ = ["ExplainOptions", "FileResult", "explain_files", "write_summary"]
 
@@ -96,61 +96,55 @@ def _explain_chunk(
         except (ImageError, OSError) as error:
             results[item.path] = FileResult(str(item.path), error=str(error))
     if decoded:
-        pixels = [image.pixels for _, image in decoded]
-        for method in options.methods:
-            _explain_method(
-                engine, decoded, pixels, method=method, output_dir=output_dir, options=options,
-                results=results,
-            )  # fmt: skip
+        _explain_decoded(engine, decoded, output_dir=output_dir, options=options, results=results)
     return [results[item.path] for item in chunk]
 
 
-def _explain_method(
+def _explain_decoded(
     engine: CamEngine,
     decoded: list[tuple[InputFile, DecodedImage]],
-    pixels: list[Tensor],
     *,
-    method: str,
     output_dir: Path,
     options: ExplainOptions,
     results: dict[Path, FileResult],
 ) -> None:
-    """One engine call for ``method`` over the decoded images; their outputs added to
-    ``results`` (the predictions come from the first method, they are the same for all)."""
-    targets = None if options.target is None else [options.target] * len(decoded)
-    explanation = engine.explain(
-        pixels,
-        method,
-        targets,
+    """One engine call for every method over the decoded images (one forward and one backward
+    pass); their outputs added to ``results``. A class-agnostic method (Eigen-CAM) writes one
+    file per image, named "all-classes"."""
+    layer = options.layer or engine.layer
+    explained = engine.explain_all(
+        [image.pixels for _, image in decoded],
+        options.methods,
+        None if options.target is None else [options.target] * len(decoded),
         top_k=options.top_k,
-        layer=options.layer,
-        alpha=options.alpha,
-        colormap=options.colormap,
+        layers=[layer],
+        options=[RenderOptions(options.alpha, options.colormap)] * len(decoded),
     )
-    probabilities = explanation.cams.probabilities.cpu()
+    for error in explained.results.refusals.values():
+        raise error
+    probabilities = explained.results.probabilities.cpu()
+    targets = explained.results.targets.cpu()
+    methods = [method for _, method in explained.results.maps]
     for index, (item, _) in enumerate(decoded):
-        classes = explanation.cams.targets[index].tolist()
-        result = results.get(item.path)
-        if result is None:
-            result = results[item.path] = FileResult(
-                str(item.path),
-                classes=classes,
-                labels=[engine.label_of(c) for c in classes],
-                scores=[round(float(probabilities[index, c]), 6) for c in classes],
-                method=explanation.cams.method,
-                layer=explanation.cams.layer,
-            )
-        else:
-            result.method += f",{explanation.cams.method}"
-        rendered = explanation.images[index]
-        result.outputs += _write_outputs(
-            item,
-            rendered.overlays.cpu().numpy(),
-            rendered.heatmaps.cpu().numpy(),
-            names=(explanation.cams.method, result.labels),
-            output_dir=output_dir,
-            options=options,
+        classes = targets[index].tolist()
+        result = results[item.path] = FileResult(
+            str(item.path),
+            classes=classes,
+            labels=[engine.label_of(c) for c in classes],
+            scores=[round(float(probabilities[index, c]), 6) for c in classes],
+            method=",".join(methods),
+            layer=layer,
         )
+        for key, cams in explained.results.maps.items():
+            rendered = explained.rendered[key][index]
+            result.outputs += _write_outputs(
+                item,
+                rendered.overlays.cpu().numpy(),
+                rendered.heatmaps.cpu().numpy(),
+                names=(cams.method, ["all-classes"] if cams.class_agnostic else result.labels),
+                output_dir=output_dir,
+                options=options,
+            )
 
 
 def _write_outputs(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -140,6 +141,26 @@ def test_several_methods_write_one_overlay_each_and_never_overwrite(
         assert not np.array_equal(np.asarray(gradcam), np.asarray(layercam))
 
 
+def test_several_methods_come_from_one_pass_and_eigencam_once_for_all_classes(
+    models_dir: Path, images: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    arguments = ["explain", str(images / "a.png"), "-o", str(out), "--models-dir", str(models_dir)]
+    arguments += ["--method", "gradcam,eigencam", "--top-k", "2", "--summary", str(out / "s.csv")]
+    result = runner.invoke(cli, arguments)
+    assert result.exit_code == 0, result.output
+    (row,) = csv.DictReader((out / "s.csv").read_text().splitlines())
+    labels = row["label"].split(";")
+    assert len(labels) == 2
+    assert (row["method"], row["layer"]) == ("gradcam,eigencam", "layer4")
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(
+        [
+            *(f"a_gradcam_{label}_overlay.png" for label in labels),
+            "a_eigencam_all-classes_overlay.png",
+        ]
+    )
+
+
 def test_a_missing_input_is_skipped_named_and_fails_the_run(
     models_dir: Path, images: Path, tmp_path: Path
 ) -> None:
@@ -236,8 +257,8 @@ def _models_rows(models_dir: Path) -> dict[str, str]:
     rows = {}
     for line in result.output.splitlines():
         cells = [cell.strip() for cell in line.split("│")[1:-1]]
-        if len(cells) == 7 and cells[0] not in ("", "name"):
-            rows[cells[0]] = cells[3]
+        if len(cells) == 8 and cells[0] not in ("", "name"):
+            rows[cells[0]] = cells[4]
     return rows
 
 
