@@ -1,0 +1,55 @@
+"""``weights_status`` for timm and Hugging Face models: what is here, without loading anything.
+(torchvision's statuses are covered through ``camserve models`` in tests/cli/test_explain.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.engine.manifest import ModelSpec
+from app.engine.weights_status import weights_status
+from tests.engine.source_models import save_hf_folder, tiny_hf_resnet
+
+
+def spec(folder: Path, **fields: str) -> ModelSpec:
+    return ModelSpec.model_validate({"name": "m", **fields, "source_dir": folder})
+
+
+def test_a_timm_model_with_random_weights_needs_nothing(tmp_path: Path) -> None:
+    status = weights_status(
+        spec(tmp_path, source="timm", architecture="resnet18", weights="random")
+    )
+    assert (status.ready, status.summary) == (True, "random")
+
+
+def test_a_timm_checkpoint_is_found_or_not(tmp_path: Path) -> None:
+    (tmp_path / "here.safetensors").write_bytes(b"x")
+    found = weights_status(
+        spec(tmp_path, source="timm", architecture="resnet18", weights="here.safetensors")
+    )
+    lost = weights_status(
+        spec(tmp_path, source="timm", architecture="resnet18", weights="gone.safetensors")
+    )
+    assert (found.ready, found.summary) == (True, "checkpoint found")
+    assert (lost.ready, lost.summary) == (False, "checkpoint not found")
+    assert lost.detail == str(tmp_path / "gone.safetensors")
+
+
+def test_pretrained_hub_weights_missing_from_an_empty_cache_name_the_fetch_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    status = weights_status(
+        spec(tmp_path, source="timm", architecture="resnet18", weights="DEFAULT")
+    )
+    assert (status.ready, status.summary) == (False, "missing")
+    assert "camserve fetch-weights m" in status.detail
+    assert "timm/resnet18" in status.detail
+
+
+def test_a_hugging_face_folder_is_found(tmp_path: Path) -> None:
+    folder = save_hf_folder(tiny_hf_resnet(), tmp_path / "resnet")
+    status = weights_status(spec(tmp_path, source="huggingface", architecture="resnet"))
+    assert (status.ready, status.summary, status.detail) == (True, "folder found", str(folder))
