@@ -51,6 +51,12 @@ class Metrics:
             buckets=BATCH_BUCKETS,
             registry=self.registry,
         )
+        self.batches_abandoned = Counter(
+            "camserve_batches_abandoned",
+            "Batches stopped at a stage boundary because every job had passed its deadline or "
+            "lost its client.",
+            registry=self.registry,
+        )
         self.queue_depth = Gauge(
             "camserve_queue_depth", "Jobs waiting in the queue.", registry=self.registry
         )

@@ -216,6 +216,7 @@ class BatchingWorker:
             results = self._compute(live, started)
         except BatchAbandonedError:
             logger.info("batch of %d abandoned: no job still wants its result", len(live))
+            self._metrics.batches_abandoned.inc()
             for job in live:
                 job.resolve(DeadlineExceededError("the request's deadline passed"))
             return
