@@ -24,7 +24,6 @@ import platform
 from collections.abc import Callable
 
 import torch
-from pytorch_grad_cam import EigenCAM, GradCAM, GradCAMPlusPlus, HiResCAM, LayerCAM, XGradCAM
 from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 from torch import nn
 from torchvision.models import get_model
@@ -33,9 +32,10 @@ from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
 from app.engine.registry import default_layer
 from benchmarks.engine_overhead import seconds_per_call
+from scripts.cam_peers import PYTORCH_GRAD_CAM
 
 SEVEN = ["cam", "gradcam", "gradcam++", "xgradcam", "hirescam", "layercam", "eigencam"]
-PEERS = [GradCAM, GradCAMPlusPlus, XGradCAM, HiResCAM, LayerCAM, EigenCAM]
+PEERS = list(PYTORCH_GRAD_CAM.values())
 
 
 def measure(

@@ -13,14 +13,12 @@ formula on ResNet-18 in ``test_parity.py``; its activations come from the same s
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 import torch
 from captum.attr import LayerGradCam
-from pytorch_grad_cam import EigenCAM, GradCAM, GradCAMPlusPlus, HiResCAM, LayerCAM, XGradCAM
 from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 from torch import Tensor, nn
 from torchvision.models import get_model
@@ -28,20 +26,14 @@ from torchvision.models import get_model
 from app.engine.engine import CamEngine
 from app.engine.errors import MethodNotApplicableError
 from app.engine.render import normalize_maps
+from scripts.cam_peers import PYTORCH_GRAD_CAM
 
 ARCHITECTURES = ["densenet121", "mobilenet_v3_small", "efficientnet_b0"]
 METHODS = ["cam", "gradcam", "gradcam++", "xgradcam", "hirescam", "layercam", "eigencam"]
 TARGETS = [3, 7]
 SIDE = 96
 TOLERANCE = 1e-4
-PEER: dict[str, Callable[..., object]] = {
-    "gradcam": GradCAM,
-    "gradcam++": GradCAMPlusPlus,
-    "xgradcam": XGradCAM,
-    "hirescam": HiResCAM,
-    "layercam": LayerCAM,
-    "eigencam": EigenCAM,
-}
+PEER = PYTORCH_GRAD_CAM
 CAM_APPLIES = {"efficientnet_b0"}  # features → average pooling → (dropout, linear)
 
 

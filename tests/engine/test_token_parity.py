@@ -11,13 +11,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pytest
 import timm
 import torch
-from pytorch_grad_cam import EigenCAM, GradCAM, GradCAMPlusPlus, HiResCAM, LayerCAM, XGradCAM
 from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 from torch import Tensor, nn
 from torchvision.models import get_model
@@ -26,6 +24,7 @@ from app.engine.engine import CamEngine
 from app.engine.preprocess import Preprocessing
 from app.engine.render import normalize_maps
 from app.engine.sources.transformer_layers import transformer_default_layer
+from scripts.cam_peers import PYTORCH_GRAD_CAM
 from tests.engine.source_models import (
     Logits,
     randomise_zero_heads,
@@ -34,14 +33,7 @@ from tests.engine.source_models import (
     tiny_hf_vit,
 )
 
-REFERENCE: dict[str, Callable[..., Any]] = {
-    "gradcam": GradCAM,
-    "gradcam++": GradCAMPlusPlus,
-    "xgradcam": XGradCAM,
-    "hirescam": HiResCAM,
-    "layercam": LayerCAM,
-    "eigencam": EigenCAM,
-}
+REFERENCE = PYTORCH_GRAD_CAM
 TARGET = 3
 TOLERANCE = 1e-4
 ROUNDING = 1e-5
