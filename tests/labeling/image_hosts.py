@@ -40,8 +40,10 @@ def make_jwt(claims: Mapping[str, object]) -> str:
     return f"{segment({'alg': 'HS256', 'typ': 'JWT'})}.{segment(claims)}.c2lnbmF0dXJl"
 
 
-REFRESH_TOKEN = make_jwt({"token_type": "refresh", "exp": time.time() + 3600, "user_id": 1})
-ACCESS_TOKEN = make_jwt({"token_type": "access", "exp": time.time() + 300, "user_id": 1})
+REFRESH_TOKEN = make_jwt({"token_type": "refresh", "exp": time.time() + 7 * 86400, "user_id": 1})
+ACCESS_TOKEN = make_jwt({"token_type": "access", "exp": time.time() + 86400, "user_id": 1})
+"""Made when the module is imported: valid for a day, so a long test run never sees it expire
+(the tests of expiry make their own short-lived tokens)."""
 
 
 @dataclass(frozen=True)
