@@ -45,7 +45,7 @@ SETTINGS: dict[str, Any] = {
 PROXY_TIMEOUT_S = 15.0
 """The proxy ends what a replica never answers (one that died under it) with 408."""
 APP = "camserve"
-EXPLAIN = {"include": "raw_map", "top_k": 2}
+EXPLAIN = {"include": "raw_map,heatmap", "top_k": 2}
 IMAGES = [image_bytes(96, 80, seed=seed) for seed in range(8)]
 TIMEOUT_S = 30.0
 ALLOWED_DURING_FAILOVER = {200, 408, 500, 503, 504}
