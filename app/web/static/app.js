@@ -360,16 +360,15 @@ function showHeadline(response) {
  */
 async function explainChosen(signal) {
   const methods = chosenMethods();
-  const requests = chosenClasses()
-    .map((classIndex) => [classIndex, methods.filter((method) => !isExplained(method, classIndex))])
-    .filter(([, missing]) => missing.length > 0);
+  let requests = missingExplanations(methods);
   if (requests.length === 0) return;
   const topK = topRanksCovering(requests.map(([classIndex]) => classIndex));
   if (topK !== null) {
     const missing = methods.filter((method) => requests.some(([, lacking]) => lacking.includes(method)));
     const params = { ...requestParams(missing), top_k: topK };
     await keep(await api.explain(state.file, params, signal), signal);
-    return;
+    // Classes with equal scores may rank differently in another pass: ask for those by name.
+    requests = missingExplanations(methods);
   }
   await Promise.all(
     requests.map(async ([classIndex, missing]) => {
@@ -377,6 +376,13 @@ async function explainChosen(signal) {
       await keep(await api.explain(state.file, params, signal), signal);
     }),
   );
+}
+
+/** [class, methods it still lacks] for each chosen class that lacks some of `methods`. */
+function missingExplanations(methods) {
+  return chosenClasses()
+    .map((classIndex) => [classIndex, methods.filter((method) => !isExplained(method, classIndex))])
+    .filter(([, missing]) => missing.length > 0);
 }
 
 /** The k whose top-k predictions include every one of `classes`, or null if one is not there. */
@@ -453,16 +459,29 @@ function isExplained(method, classIndex) {
 
 // ---------------------------------------------------------------------------- showing
 
+/**
+ * A class-agnostic explanation (Eigen-CAM: one map for every class) shown in a class's row,
+ * named after that row's class; any other explanation as it is.
+ */
+function forRow(explained, prediction) {
+  if (!explained?.entry.class_agnostic || !prediction) return explained;
+  const { index, label, probability } = prediction;
+  return { ...explained, entry: { ...explained.entry, class_index: index, label, probability } };
+}
+
 /** One card per chosen class and method: a grid with a row per class, a column per method. */
 function render() {
   const methods = chosenMethods();
-  const rows = chosenClasses().map((classIndex) => ({
-    prediction: state.predictions.find((prediction) => prediction.index === classIndex),
-    cards: methods.map((method) => {
-      const explained = explainedFor(method, classIndex);
-      return explained ? new ExplanationCard(ui.cardTemplate, explained, state.fileStem, enlarge) : null;
-    }),
-  }));
+  const rows = chosenClasses().map((classIndex) => {
+    const prediction = state.predictions.find((candidate) => candidate.index === classIndex);
+    return {
+      prediction,
+      cards: methods.map((method) => {
+        const explained = forRow(explainedFor(method, classIndex), prediction);
+        return explained ? new ExplanationCard(ui.cardTemplate, explained, state.fileStem, enlarge) : null;
+      }),
+    };
+  });
   state.cards = rows.flatMap((row) => row.cards).filter(Boolean);
   const grid = new ResultsGrid(methods.map(methodName), rows);
   ui.results.replaceChildren(state.cards.length > 1 ? grid.element : (state.cards[0]?.element ?? ''));
