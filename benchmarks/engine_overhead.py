@@ -135,14 +135,19 @@ def _autocast(device: torch.device, dtype: torch.dtype | None) -> torch.autocast
     return torch.autocast(device.type, dtype=dtype)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def engine_arguments(description: str) -> argparse.Namespace:
+    """The options every engine benchmark takes: models, batch sizes, device, autocast, repeats."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--models", nargs="+", default=["resnet50", "vgg16"])
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--device", default="auto")
     parser.add_argument("--autocast", default="none", help="none, bf16 or fp16 (CUDA only)")
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = engine_arguments(__doc__.split("\n\n")[0])
     device = resolve_device(args.device)
     torch.manual_seed(0)
 

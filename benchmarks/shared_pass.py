@@ -18,7 +18,6 @@ Weights are random: the cost of a pass does not depend on their values.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import platform
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from torchvision.models import get_model
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
 from app.engine.registry import default_layer
-from benchmarks.engine_overhead import seconds_per_call
+from benchmarks.engine_overhead import engine_arguments, seconds_per_call
 from scripts.cam_peers import PYTORCH_GRAD_CAM
 
 SEVEN = ["cam", "gradcam", "gradcam++", "xgradcam", "hirescam", "layercam", "eigencam"]
@@ -70,13 +69,7 @@ def _peer_run(model: nn.Module, layer: str, inputs: torch.Tensor) -> Callable[[]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="+", default=["resnet50", "vgg16"])
-    parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 8])
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--autocast", default="none", help="none, bf16 or fp16 (CUDA only)")
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args = engine_arguments(__doc__.split("\n\n")[0])
     device = resolve_device(args.device)
     torch.manual_seed(0)
     print(
