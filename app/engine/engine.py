@@ -13,7 +13,7 @@ engine between calls.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import cached_property
@@ -39,6 +39,7 @@ from app.engine.preprocess import Preprocessing
 from app.engine.registry import LoadedModel, load_model
 from app.engine.render import (
     DEFAULT_ALPHA,
+    RenderedImage,
     RenderOptions,
     render_each,
 )
@@ -250,21 +251,46 @@ class CamEngine:
         top_k: int = 1,
         layers: Sequence[str] | None = None,
         options: Sequence[RenderOptions] | None = None,
+        wanted: Sequence[Collection[str]] | None = None,
         checkpoint: Callable[[], None] = _never_stop,
     ) -> BatchExplanation:
         """The one pipeline: preprocess ``images`` ((3, H, W) uint8 on the engine's device),
         compute every method on every layer, and render each (layer, method) over the originals
-        with each image's ``options``."""
+        with each image's ``options``.
+
+        ``wanted`` names, per image, the methods to render for it (default: all of ``methods``):
+        a batch mixing requests for different methods renders each image's own methods only."""
         batch = self.preprocessing(images, self.device)
         results = self.compute_all(
             batch, methods, targets, top_k=top_k, layers=layers, checkpoint=checkpoint
         )
         per_image = list(options) if options is not None else [RenderOptions()] * len(images)
+        canonical = None if wanted is None else [{get_method(m).name for m in w} for w in wanted]
         rendered = {
-            key: render_each(cams.layer_maps, images, per_image, self.preprocessing.placement)
+            key: self._render_wanted(cams.layer_maps, images, per_image, canonical, key[1])
             for key, cams in results.maps.items()
         }
         return BatchExplanation(results, rendered)
+
+    def _render_wanted(
+        self,
+        layer_maps: Tensor,
+        images: Sequence[Tensor],
+        options: list[RenderOptions],
+        wanted: Sequence[set[str]] | None,
+        method: str,
+    ) -> dict[int, RenderedImage]:
+        """One (layer, method)'s renderings for the images that want ``method``, by index."""
+        indices = [i for i in range(len(images)) if wanted is None or method in wanted[i]]
+        if not indices:
+            return {}
+        rendered = render_each(
+            layer_maps[indices],
+            [images[i] for i in indices],
+            [options[i] for i in indices],
+            self.preprocessing.placement,
+        )
+        return dict(zip(indices, rendered, strict=True))
 
     def explain(
         self,
@@ -291,7 +317,8 @@ class CamEngine:
         )
         key = (layer_name, get_method(method).name)
         cams = explained.results[key]
-        images_out = explained.rendered[key]
+        rendered = explained.rendered[key]
+        images_out = [rendered[index] for index in range(len(originals))]
         if cams.class_agnostic:
             ranks = cams.targets.shape[1]
             images_out = [repeat_for_targets(image, ranks) for image in images_out]

@@ -100,8 +100,9 @@ class BatchExplanation:
     """The one pipeline's output: the maps of every (layer, method) and their renderings."""
 
     results: CamResults
-    rendered: dict[tuple[str, str], list[RenderedImage]] = field(default_factory=dict)
-    """Per (layer, method), one ``RenderedImage`` per input image."""
+    rendered: dict[tuple[str, str], dict[int, RenderedImage]] = field(default_factory=dict)
+    """Per (layer, method), the renderings of the images that asked for that method, by the
+    image's index in the batch (every image unless ``explain_all`` was told otherwise)."""
 
 
 def repeat_for_targets(image: RenderedImage, ranks: int) -> RenderedImage:

@@ -252,6 +252,7 @@ class BatchingWorker:
             top_k=key.ranks,
             layers=key.layers,
             options=[job.render for job in jobs],
+            wanted=[job.methods for job in jobs],
             checkpoint=lambda: _abandon_if_unwanted(jobs),
         )
         return _results(explained, jobs, started, key.ranks)
@@ -307,7 +308,7 @@ def _refusal(
     return next((refusal for refusal in wanted if refusal is not None), None)
 
 
-_CpuMaps = tuple[list[NDArray[np.uint8]], list[NDArray[np.uint8]], NDArray[np.float32]]
+_CpuMaps = tuple[dict[int, NDArray[np.uint8]], dict[int, NDArray[np.uint8]], NDArray[np.float32]]
 
 
 def _method_maps(
@@ -323,10 +324,11 @@ def _method_maps(
     )
 
 
-def _maps_on_cpu(layer_maps: Tensor, rendered: list[RenderedImage]) -> _CpuMaps:
-    """(overlays, heatmaps, layer maps) per image, on the CPU."""
-    overlays = [image.overlays.cpu().numpy() for image in rendered]
-    heatmaps = [image.heatmaps.cpu().numpy() for image in rendered]
+def _maps_on_cpu(layer_maps: Tensor, rendered: dict[int, RenderedImage]) -> _CpuMaps:
+    """(overlays, heatmaps) by image index, for the images that asked for the method, and the
+    layer maps of every image, on the CPU."""
+    overlays = {index: image.overlays.cpu().numpy() for index, image in rendered.items()}
+    heatmaps = {index: image.heatmaps.cpu().numpy() for index, image in rendered.items()}
     return overlays, heatmaps, layer_maps.cpu().numpy()
 
 

@@ -280,6 +280,23 @@ def test_explain_renders_each_image_at_its_own_size(small: CamEngine) -> None:
     assert explanation.overlays[0].device.type == small.device.type
 
 
+def test_explain_all_renders_each_image_only_the_methods_it_wants(small: CamEngine) -> None:
+    images = [torch.randint(0, 256, (3, 30, 40), dtype=torch.uint8) for _ in range(3)]
+    methods = ["gradcam", "layercam", "eigencam"]
+    wanted = [["gradcam"], ["LayerCAM", "eigencam"], ["gradcam", "eigencam"]]
+    everything = small.explain_all(images, methods, top_k=2)
+    chosen = small.explain_all(images, methods, top_k=2, wanted=wanted)
+    assert {key: sorted(by_image) for key, by_image in chosen.rendered.items()} == {
+        ("features", "gradcam"): [0, 2],
+        ("features", "layercam"): [1],
+        ("features", "eigencam"): [1, 2],
+    }
+    for key, by_image in chosen.rendered.items():
+        for index, image in by_image.items():
+            assert torch.equal(image.overlays, everything.rendered[key][index].overlays)
+            assert torch.equal(image.heatmaps, everything.rendered[key][index].heatmaps)
+
+
 def test_explain_accepts_pil_images_and_arrays(small: CamEngine) -> None:
     pixels = torch.randint(0, 256, (3, 20, 30), dtype=torch.uint8)
     array = pixels.permute(1, 2, 0).numpy()

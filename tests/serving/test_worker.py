@@ -52,6 +52,7 @@ class ComputeSpy:
 
     def __init__(self, engine: CamEngine) -> None:
         self.calls: list[tuple[tuple[str, ...], tuple[str, ...], int, int]] = []
+        self.explained: list[BatchExplanation] = []
         self._explain_all = engine.explain_all
         engine.explain_all = self  # type: ignore[method-assign,assignment]
 
@@ -59,7 +60,9 @@ class ComputeSpy:
         self, images: list[Tensor], methods: list[str], targets: Any, **options: Any
     ) -> BatchExplanation:
         self.calls.append((tuple(methods), tuple(options["layers"]), options["top_k"], len(images)))
-        return self._explain_all(images, methods, targets, **options)
+        explained = self._explain_all(images, methods, targets, **options)
+        self.explained.append(explained)
+        return explained
 
     @property
     def images(self) -> int:
@@ -321,6 +324,9 @@ def test_jobs_for_different_methods_share_one_batch_and_get_only_their_methods()
     assert spy.calls == [(union, ("features",), 2, 4)]
     assert batch_metric(metrics, "count") == 1
     assert batch_metric(metrics, "sum") == 4
+    rendered = spy.explained[0].rendered
+    for (_, method), by_image in rendered.items():  # each image rendered its own methods only
+        assert sorted(by_image) == [i for i, methods in enumerate(wanted) if method in methods]
     for image, methods, answer in zip(images, wanted, answers, strict=True):
         assert answer.batch_size == 4
         assert [maps.method for maps in answer.maps] == list(methods)
