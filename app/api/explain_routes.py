@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -198,12 +197,10 @@ async def _explained_class(
         raw_map=maps.layer_maps[rank].tolist() if "raw_map" in included else None,
     )
     if "overlay" in included:
-        overlay = await service.encode(maps.overlays[rank], wanted.format)
-        entry.overlay = base64.b64encode(overlay).decode()
+        entry.overlay = await service.encode_base64(maps.overlays[rank], wanted.format)
         entry.overlay_media_type = MEDIA_TYPES[wanted.format]
     if "heatmap" in included:
-        heatmap = await service.encode(maps.heatmaps[rank], "png")
-        entry.heatmap = base64.b64encode(heatmap).decode()
+        entry.heatmap = await service.encode_base64(maps.heatmaps[rank], "png")
     if wanted.regions:
         regions = await service.in_pool(
             find_regions, maps.heatmaps[rank], wanted.threshold, largest_only=wanted.largest_only
@@ -226,8 +223,7 @@ async def _add_regions(
         entry.polygons = [region.polygon for region in regions]
     if "masks" in extras and regions:
         union = np.logical_or.reduce([region.mask for region in regions])
-        png = await service.encode(union.astype(np.uint8) * 255, "png")
-        entry.mask = base64.b64encode(png).decode()
+        entry.mask = await service.encode_base64(union.astype(np.uint8) * 255, "png")
 
 
 def _response(

@@ -9,6 +9,7 @@ until the client goes away.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -169,6 +170,10 @@ class Service:
     async def encode(self, pixels: NDArray[np.uint8], image_format: str) -> bytes:
         return await self.in_pool(encode_image, pixels, image_format)
 
+    async def encode_base64(self, pixels: NDArray[np.uint8], image_format: str) -> str:
+        """The encoded image as base64 text, both steps in a codec thread (off the loop)."""
+        return await self.in_pool(_base64_image, pixels, image_format)
+
     async def in_pool(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run CPU work (decoding, encoding, contours) in the codec threads, off the loop."""
         if self.worker.stopping:
@@ -179,3 +184,7 @@ class Service:
 
 def _split(value: str | None) -> tuple[str, ...]:
     return tuple(item.strip() for item in (value or "").split(",") if item.strip())
+
+
+def _base64_image(pixels: NDArray[np.uint8], image_format: str) -> str:
+    return base64.b64encode(encode_image(pixels, image_format)).decode("ascii")
