@@ -11,7 +11,9 @@ from app.serving.service import Service
 __all__ = ["ServiceDep"]
 
 
-def _service(request: Request) -> Service:
+async def _service(request: Request) -> Service:
+    """An ``async`` dependency, so FastAPI runs it on the loop: a plain function would be sent
+    to a worker thread for every request (a thread hop, and new threads under a burst)."""
     service: Service = request.app.state.service
     return service
 

@@ -28,7 +28,7 @@ guarded = APIRouter(dependencies=[Depends(require_basic_auth)])
 TRAINING_ACTIONS = frozenset({"START_TRAINING"})
 
 
-def _backend(request: Request) -> LabelStudioBackend:
+async def _backend(request: Request) -> LabelStudioBackend:
     backend: LabelStudioBackend = request.app.state.labelstudio
     return backend
 
