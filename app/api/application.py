@@ -14,10 +14,12 @@ from contextlib import asynccontextmanager
 import torch
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
 from app import __version__
 from app.api import explain_routes, kserve_routes, labelstudio_routes, model_routes, ops_routes
+from app.api.admission import AdmissionMiddleware
 from app.api.auth import require_api_key
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
@@ -92,6 +94,13 @@ def create_app(
                 "X-Camserve-Layer",
             ],
         )
+    # Added first, so it runs inside the request context (request id, metrics, log line).
+    queued_routes = {
+        f"/v1{route.path}": route
+        for route in explain_routes.router.routes
+        if isinstance(route, APIRoute)
+    }
+    app.add_middleware(AdmissionMiddleware, service=service, routes=queued_routes)
     app.add_middleware(RequestContextMiddleware, metrics=service.metrics)
     app.include_router(ops_routes.router)
     app.include_router(web_routes.router)

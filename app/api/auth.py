@@ -8,22 +8,32 @@ import binascii
 import secrets
 
 from fastapi import Request
+from pydantic import SecretStr
+from starlette.datastructures import Headers
 
 from app.serving.errors import BasicAuthError, UnauthorizedError
 
-__all__ = ["require_api_key", "require_basic_auth"]
+__all__ = ["api_key_refusal", "require_api_key", "require_basic_auth"]
 
 
 async def require_api_key(request: Request) -> None:
     """Refuse the request with 401 unless the key matches (no-op when no key is set)."""
-    expected = request.app.state.settings.api_key
+    refusal = api_key_refusal(request.headers, request.app.state.settings.api_key)
+    if refusal is not None:
+        raise refusal
+
+
+def api_key_refusal(headers: Headers, expected: SecretStr | None) -> UnauthorizedError | None:
+    """Why ``headers`` do not carry the ``expected`` API key, or ``None`` when they do (or when
+    no key is set)."""
     if expected is None:
-        return
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return None
+    scheme, _, given = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not given:
-        raise UnauthorizedError("missing API key: send 'Authorization: Bearer <key>'")
+        return UnauthorizedError("missing API key: send 'Authorization: Bearer <key>'")
     if not secrets.compare_digest(given.strip().encode(), expected.get_secret_value().encode()):
-        raise UnauthorizedError("wrong API key")
+        return UnauthorizedError("wrong API key")
+    return None
 
 
 async def require_basic_auth(request: Request) -> None:

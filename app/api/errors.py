@@ -20,7 +20,7 @@ from app.labeling import task_images
 from app.serving import errors as service_errors
 from app.serving.service import ClientDisconnectedError
 
-__all__ = ["error_response", "install_error_handlers", "status_for"]
+__all__ = ["camserve_error_response", "error_response", "install_error_handlers", "status_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +61,14 @@ def error_response(
 
 async def _camserve_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, errors.CamserveError)
-    status = status_for(error)
-    if status == 500:
+    if status_for(error) == 500:
         return await _unexpected_error(_request, error)
+    return camserve_error_response(error)
+
+
+def camserve_error_response(error: errors.CamserveError) -> JSONResponse:
+    """The documented answer to a camserve error: its status, JSON body and headers."""
+    status = status_for(error)
     headers: dict[str, str] = {}
     if isinstance(error, service_errors.QueueFullError):
         headers["Retry-After"] = str(error.retry_after_s)

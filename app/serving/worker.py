@@ -114,6 +114,14 @@ class BatchingWorker:
             self._reserved += 1
             return Reservation()
 
+    def refusal(self) -> QueueFullError | None:
+        """The 429 a new request would get from ``reserve`` now, or ``None`` while a slot is
+        free; reserves nothing (a fast path for refusing at the door)."""
+        with self._condition:
+            if not self._stopping and len(self._queue) + self._reserved >= self.queue_size:
+                return self._queue_full()
+            return None
+
     def release(self, reservation: Reservation) -> None:
         """Give back a slot that was not used (or do nothing when ``submit`` used it)."""
         with self._condition:

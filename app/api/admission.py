@@ -1,0 +1,51 @@
+"""Refuse uploads at the door while the queue is full.
+
+An upload to a queued route (``POST /v1/cam``, ``POST /v1/explain``) that arrives while every
+queue slot is taken gets its 429 here, before routing, parameter parsing or any byte of the body:
+under a burst, the refusals cost the event loop next to nothing and do not wait behind the
+requests it accepted. A request without a valid API key goes on to get its 401 from the routes.
+The routes still reserve their slot themselves (``BatchingWorker.reserve``), so a request let
+through here because a slot looked free is refused there if another took it first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from starlette.datastructures import Headers
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.auth import api_key_refusal
+from app.api.errors import camserve_error_response
+from app.serving.service import Service
+
+__all__ = ["QUEUED_PATHS", "AdmissionMiddleware"]
+
+QUEUED_PATHS = frozenset({"/v1/cam", "/v1/explain"})
+"""The routes whose requests take a queue slot."""
+
+
+class AdmissionMiddleware:
+    """A plain ASGI middleware that answers 429 for a queued route while the queue is full."""
+
+    def __init__(self, app: ASGIApp, service: Service, routes: Mapping[str, BaseRoute]) -> None:
+        self.app = app
+        self.service = service
+        self.routes = {path: route for path, route in routes.items() if path in QUEUED_PATHS}
+        """The routes behind ``QUEUED_PATHS`` by full path, so that a refusal is counted and
+        logged under its route."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path = str(scope["path"]).removeprefix(str(scope.get("root_path", "")))
+            if path in self.routes and self._authorized(scope):
+                refusal = self.service.worker.refusal()
+                if refusal is not None:
+                    scope["route"] = self.routes[path]
+                    await camserve_error_response(refusal)(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        return api_key_refusal(Headers(scope=scope), self.service.settings.api_key) is None

@@ -1,0 +1,91 @@
+"""The door: with every queue slot taken, uploads to the queued routes get their 429 before
+routing, parameter checks or reading; everything else goes on as usual."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.api.admission import QUEUED_PATHS
+from app.serving.service import Service
+from scripts.live_server import MetricsSnapshot
+from tests.api.helpers import assert_error, make_settings, post_image, serving
+
+QUEUE_SIZE = 2
+API_KEY = "door-key"
+
+
+@pytest.fixture(scope="module")
+def client(models_dir: Path) -> Iterator[TestClient]:
+    with serving(make_settings(models_dir, queue_size=QUEUE_SIZE)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def keyed_client(models_dir: Path) -> Iterator[TestClient]:
+    settings = make_settings(models_dir, queue_size=QUEUE_SIZE, api_key=API_KEY)
+    with serving(settings) as client:
+        yield client
+
+
+def service_of(client: TestClient) -> Service:
+    service: Service = client.app.state.service  # type: ignore[attr-defined]
+    return service
+
+
+@contextmanager
+def queue_taken(client: TestClient) -> Iterator[None]:
+    """Every queue slot held (as uploads being read would hold them), then given back."""
+    worker = service_of(client).worker
+    reservations = [worker.reserve() for _ in range(QUEUE_SIZE)]
+    try:
+        yield
+    finally:
+        for reservation in reservations:
+            worker.release(reservation)
+
+
+def requests_counted(client: TestClient, route: str, status: str) -> float:
+    scrape = MetricsSnapshot.parse(client.get("/metrics").text)
+    return scrape.value("camserve_requests_total", route=route, status=status)
+
+
+@pytest.mark.parametrize("route", sorted(QUEUED_PATHS))
+def test_a_full_queue_refuses_at_the_door_before_checking_anything(
+    client: TestClient, route: str
+) -> None:
+    before = requests_counted(client, route, "429")
+    with queue_taken(client):
+        unknown_model = post_image(client, route, b"not an image", params={"model": "nope"})
+        message = assert_error(unknown_model, 429, "queue_full")
+        assert "2 of 2" in message
+        assert int(unknown_model.headers["retry-after"]) >= 1
+        assert len(unknown_model.headers["x-request-id"]) == 32
+        refused = post_image(client, route, params={"model": "tiny"})
+        assert_error(refused, 429, "queue_full")
+    assert requests_counted(client, route, "429") == before + 2
+    # with a slot free, the same requests are checked, read and answered
+    assert_error(post_image(client, route, params={"model": "nope"}), 404, "unknown_model")
+    assert post_image(client, route, params={"model": "tiny"}).status_code == 200
+
+
+def test_a_full_queue_leaves_the_other_routes_alone(client: TestClient) -> None:
+    with queue_taken(client):
+        assert client.get("/v1/models").status_code == 200
+        assert client.get("/healthz").status_code == 200
+        assert_error(post_image(client, "/v1/nothing-here"), 404)
+
+
+def test_a_request_without_the_key_gets_its_401_even_when_the_queue_is_full(
+    keyed_client: TestClient,
+) -> None:
+    with queue_taken(keyed_client):
+        assert_error(post_image(keyed_client, "/v1/explain"), 401, "unauthorized")
+        wrong = {"Authorization": "Bearer not-the-key"}
+        assert_error(post_image(keyed_client, "/v1/explain", headers=wrong), 401)
+        right = {"Authorization": f"Bearer {API_KEY}"}
+        assert_error(post_image(keyed_client, "/v1/explain", headers=right), 429, "queue_full")
