@@ -6,10 +6,11 @@ the client-disconnect signal to the route.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import re
 import time
-import uuid
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -22,6 +23,26 @@ __all__ = ["RequestContextMiddleware"]
 logger = logging.getLogger("camserve.access")
 
 SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class _RequestIds:
+    """32 hex digits: a random prefix drawn once per process and a counter. Unique like a
+    random UUID, without asking the kernel for randomness on every request (a system call that
+    is slow on some virtual machines, and a burst of refusals pays it once per request)."""
+
+    def __init__(self) -> None:
+        self.draw_prefix()
+
+    def draw_prefix(self) -> None:
+        self.prefix = os.urandom(8).hex()
+        self.numbers = itertools.count(1)
+
+    def __call__(self) -> str:
+        return f"{self.prefix}{next(self.numbers):016x}"
+
+
+_new_request_id = _RequestIds()
+os.register_at_fork(after_in_child=_new_request_id.draw_prefix)  # a child draws its own prefix
 
 
 class RequestContextMiddleware:
@@ -70,7 +91,7 @@ def _request_id(scope: Scope) -> str:
             candidate = bytes(value).decode("latin-1")
             if SAFE_REQUEST_ID.match(candidate):
                 return candidate
-    return uuid.uuid4().hex
+    return _new_request_id()
 
 
 def _route_template(scope: Scope) -> str:

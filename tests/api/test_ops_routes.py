@@ -198,3 +198,6 @@ def test_request_id_is_echoed_or_generated(client: TestClient) -> None:
     assert generated != "bad id\twith spaces"
     assert len(generated) == 32
     assert client.get("/healthz").headers["x-request-id"] != generated
+    many = {client.get("/healthz").headers["x-request-id"] for _ in range(50)}
+    assert len(many) == 50
+    assert all(len(request_id) == 32 and int(request_id, 16) >= 0 for request_id in many)
