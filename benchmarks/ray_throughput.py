@@ -22,13 +22,15 @@ requests (``ray-1 limit N``), measured in the same rounds.
 To show what the path through Ray costs by itself, each round also sends ``GET /healthz``
 (no model, no image) at the same concurrency to ``direct`` and ``ray-1``.
 
-``--model resnet18`` serves a random-weight ResNet-18 at 224 px instead of the demo model: about
-five times the work per request, for the same fixed cost of the path through Ray.
+``--model resnet18`` or ``--model resnet50`` serves a random-weight ResNet-18 or ResNet-50 at
+224 px instead of the demo model: about five or twenty times the work per request, for the same
+fixed cost of the path through Ray.
 
 Usage::
 
     python benchmarks/ray_throughput.py
     python benchmarks/ray_throughput.py --model resnet18
+    python benchmarks/ray_throughput.py --model resnet50 --requests 60
     python benchmarks/ray_throughput.py --rounds 5 --requests 400 --concurrency 32
 """
 
@@ -161,14 +163,19 @@ async def measure(
     )
 
 
+RANDOM_WEIGHT_MODELS = ("resnet18", "resnet50")
+"""Torchvision models the benchmark can serve with random weights at 224 px."""
+
+
 def models_folder(model: str, temp: Path) -> Path:
-    """The shipped models (for ``shapes``), or a folder with a random-weight ResNet-18."""
+    """The shipped models (for ``shapes``), or a folder with one random-weight torchvision
+    model (``RANDOM_WEIGHT_MODELS``) at 224 px."""
     if model == "shapes":
         return ROOT / "models"
     folder = temp / "models"
     folder.mkdir()
-    (folder / "resnet18.toml").write_text(
-        'name = "resnet18"\narchitecture = "resnet18"\nweights = "random"\ninput_size = 224\n'
+    (folder / f"{model}.toml").write_text(
+        f'name = "{model}"\narchitecture = "{model}"\nweights = "random"\ninput_size = 224\n'
     )
     return folder
 
@@ -194,7 +201,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--size", type=int, default=160, help="Width of the uploads (4:3).")
-    parser.add_argument("--model", choices=["shapes", "resnet18"], default="shapes")
+    parser.add_argument("--model", choices=["shapes", *RANDOM_WEIGHT_MODELS], default="shapes")
     parser.add_argument(
         "--max-ongoing", type=int, default=None, help="max_ongoing_requests per replica."
     )
