@@ -219,9 +219,10 @@ def _first_principal_axis(centred: Tensor) -> Tensor:
     positions, channels = centred.shape[-2:]
     if channels <= positions:
         _, vectors = torch.linalg.eigh(centred.transpose(1, 2) @ centred)
-        return vectors[..., -1]
+        largest: Tensor = vectors[..., -1]
+        return largest
     _, vectors = torch.linalg.eigh(centred @ centred.transpose(1, 2))
-    axis = (centred.transpose(1, 2) @ vectors[..., -1:]).squeeze(-1)
+    axis: Tensor = (centred.transpose(1, 2) @ vectors[..., -1:]).squeeze(-1)
     return axis / axis.norm(dim=1, keepdim=True).clamp_min(torch.finfo(axis.dtype).tiny)
 
 
