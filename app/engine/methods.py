@@ -223,7 +223,8 @@ def _first_principal_axis(centred: Tensor) -> Tensor:
         return largest
     _, vectors = torch.linalg.eigh(centred @ centred.transpose(1, 2))
     axis: Tensor = (centred.transpose(1, 2) @ vectors[..., -1:]).squeeze(-1)
-    return axis / axis.norm(dim=1, keepdim=True).clamp_min(torch.finfo(axis.dtype).tiny)
+    unit: Tensor = axis / axis.norm(dim=1, keepdim=True).clamp_min(torch.finfo(axis.dtype).tiny)
+    return unit
 
 
 METHODS: dict[str, CamMethod] = {
