@@ -1,13 +1,16 @@
-"""The linear classifier CAM reads its channel weights from, wherever the source keeps it."""
+"""The head CAM reads its channel weights from, wherever the source keeps it: the final linear
+layer, and the LayerNorms that may normalise the pooled features before it (ConvNeXt)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from torch import nn
 
 from app.engine.errors import MethodNotApplicableError
 from app.engine.tokens import TokenLayout
 
-__all__ = ["cam_classifier", "find_classifier"]
+__all__ = ["CamHead", "cam_classifier", "find_classifier", "pooled_feature_norms"]
 
 HEAD_NAMES = ("fc", "classifier", "head", "heads")
 """Attributes holding the head: torchvision (``fc``, ``classifier``, ViT's ``heads``), Hugging
@@ -35,11 +38,37 @@ def _last_linear(module: nn.Module) -> nn.Linear | None:
     return linears[-1] if linears else None
 
 
-def cam_classifier(model: nn.Module, layout: TokenLayout) -> nn.Linear | None:
-    """``find_classifier``, refusing heads that classify a class token: CAM needs a pooled map."""
+@dataclass(frozen=True)
+class CamHead:
+    """The final linear layer, and the LayerNorms that could sit between global average pooling
+    and it (last first). CAM tries the plain head, then each norm, and keeps the one that
+    reproduces the model's logits."""
+
+    linear: nn.Linear
+    norms: tuple[nn.LayerNorm, ...] = ()
+
+
+def pooled_feature_norms(model: nn.Module, features: int) -> tuple[nn.LayerNorm, ...]:
+    """The model's LayerNorms over ``features`` channels (timm's and torchvision's LayerNorm2d
+    included), the last registered first: ConvNeXt heads normalise the pooled features with
+    one (timm ``head.norm``, torchvision ``classifier[0]``, Hugging Face ``layernorm``)."""
+    norms = [
+        module
+        for module in model.modules()
+        if isinstance(module, nn.LayerNorm) and tuple(module.normalized_shape) == (features,)
+    ]
+    return tuple(reversed(norms))
+
+
+def cam_classifier(model: nn.Module, layout: TokenLayout) -> CamHead | None:
+    """``find_classifier`` and the norms that may precede it, refusing heads that classify a
+    class token: CAM needs a pooled map."""
     if layout.classifies_token:
         raise MethodNotApplicableError(
             "CAM needs a head that pools the feature map and applies one linear layer, and this "
             "model classifies its class token instead; use gradcam or another gradient method"
         )
-    return find_classifier(model)
+    linear = find_classifier(model)
+    if linear is None:
+        return None
+    return CamHead(linear, pooled_feature_norms(model, linear.in_features))

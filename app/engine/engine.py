@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from PIL import Image
 from torch import Tensor, nn
 
-from app.engine.classifier import cam_classifier
+from app.engine.classifier import CamHead, cam_classifier
 from app.engine.colormaps import DEFAULT_COLORMAP
 from app.engine.devices import resolve_device
 from app.engine.errors import MethodNotApplicableError
@@ -377,7 +377,7 @@ class CamEngine:
             checkpoint=checkpoint,
         )
 
-    def _classifier(self) -> nn.Linear | None:
+    def _classifier(self) -> CamHead | None:
         return cam_classifier(self.model, self.token_layout)
 
     def _model_input(self, inputs: Tensor) -> Tensor:

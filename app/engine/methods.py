@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
+from app.engine.classifier import CamHead
 from app.engine.errors import MethodNotApplicableError, UnknownMethodError
 from app.engine.render import normalize_maps
 
@@ -58,10 +59,9 @@ class MethodContext:
     """The model input (B, 3, H, W) of the pass."""
     forward: Callable[[Tensor], Tensor]
     """Logits of a batch of model inputs (Score-CAM's masked passes)."""
-    classifier: Callable[[], nn.Linear | None]
-    """The model's linear classifier, looked up only when a method reads it (CAM); the lookup
-    refuses heads that classify a class token."""
-    """The model's final linear layer, if it has one (CAM)."""
+    classifier: Callable[[], CamHead | None]
+    """The model's head (final linear layer and the LayerNorms that may precede it), looked up
+    only when a method reads it (CAM); the lookup refuses heads that classify a class token."""
     logit_tolerance: float = 1e-3
     """Relative tolerance when CAM checks that the classifier reproduces the logits."""
     chunk_size: int = 64
@@ -97,24 +97,59 @@ def weighted_sum(activations: Tensor, weights: Tensor) -> Tensor:
 def cam(context: MethodContext) -> Tensor:
     """CAM, Zhou et al., "Learning Deep Features for Discriminative Localization", CVPR 2016
     (arXiv:1512.04150): the target class's row of the linear layer that follows global average
-    pooling weighs the channels. Refused unless that layer reproduces the model's logits."""
+    pooling weighs the channels. Refused unless that head reproduces the model's logits.
+
+    Where a LayerNorm normalises the pooled features p before the linear layer (ConvNeXt), it
+    is folded into the row, per image: with the norm's scale g, shift h, the mean m and spread s
+    of p over channels, logit = w·(g * (p - m) / s + h) + b = sum_c u_c p_c + constant with
+    u = (w * g - mean(w * g)) / s, so the map sum_c u_c A_c still averages to the logit minus
+    a constant, as on a plain head."""
     return weighted_sum(context.activations, _classifier_rows(context))
 
 
 def _classifier_rows(context: MethodContext) -> Tensor:
-    linear = context.classifier()
+    head = context.classifier()
     pooled = context.activations.squeeze(1).mean(dim=_SPATIAL)
-    if linear is not None and linear.in_features == pooled.shape[1]:
-        bias = None if linear.bias is None else linear.bias.float()
-        predicted = F.linear(pooled, linear.weight.float(), bias)
-        tolerance = context.logit_tolerance
-        scale = float(context.logits.abs().max()) or 1.0
-        if torch.allclose(predicted, context.logits, rtol=tolerance, atol=tolerance * scale):
-            return linear.weight.float()[context.targets]
+    if head is not None and head.linear.in_features == pooled.shape[1]:
+        for norm in (None, *head.norms):
+            if _reproduces_logits(_head_logits(head.linear, norm, pooled), context):
+                return _channel_weights(head.linear, norm, pooled, context.targets)
     raise MethodNotApplicableError(
         "CAM needs the target layer to feed global average pooling and one linear "
-        f"classifier, and layer {context.layer!r} of this model does not; use gradcam instead"
+        f"classifier (optionally after a LayerNorm), and layer {context.layer!r} of this model "
+        "does not; use gradcam instead"
     )
+
+
+def _head_logits(linear: nn.Linear, norm: nn.LayerNorm | None, pooled: Tensor) -> Tensor:
+    """What the head would answer for the pooled features (B, C), through ``norm`` if given."""
+    features = pooled
+    if norm is not None:
+        weight = None if norm.weight is None else norm.weight.float()
+        bias = None if norm.bias is None else norm.bias.float()
+        features = F.layer_norm(pooled, norm.normalized_shape, weight, bias, norm.eps)
+    bias = None if linear.bias is None else linear.bias.float()
+    return F.linear(features, linear.weight.float(), bias)
+
+
+def _reproduces_logits(predicted: Tensor, context: MethodContext) -> bool:
+    tolerance = context.logit_tolerance
+    scale = float(context.logits.abs().max()) or 1.0
+    return torch.allclose(predicted, context.logits, rtol=tolerance, atol=tolerance * scale)
+
+
+def _channel_weights(
+    linear: nn.Linear, norm: nn.LayerNorm | None, pooled: Tensor, targets: Tensor
+) -> Tensor:
+    """CAM's channel weights (B, K, C): the targets' rows, with ``norm`` folded in per image."""
+    rows = linear.weight.float()[targets]
+    if norm is None:
+        return rows
+    if norm.weight is not None:
+        rows = rows * norm.weight.float()
+    centred = rows - rows.mean(dim=-1, keepdim=True)
+    spread = torch.sqrt(pooled.var(dim=1, unbiased=False) + norm.eps)
+    return centred / spread[:, None, None]
 
 
 def grad_cam(context: MethodContext) -> Tensor:
