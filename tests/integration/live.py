@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from scripts.live_server import (
     running,
     start_camserve,
 )
+from tests.support import image_bytes
 
 __all__ = [
     "RUNNING",
@@ -37,6 +38,7 @@ __all__ = [
     "poll_until_async",
     "scrape",
     "start_process",
+    "start_uploads",
 ]
 
 POLL_INTERVAL_S = 0.02
@@ -95,6 +97,29 @@ async def scrape(client: httpx.AsyncClient, server: LiveServer) -> MetricsSnapsh
     response = await client.get(server.url("/metrics"))
     response.raise_for_status()
     return MetricsSnapshot.parse(response.text)
+
+
+def start_uploads(
+    client: httpx.AsyncClient,
+    server: LiveServer,
+    route: str,
+    params: Mapping[str, str],
+    seeds: Iterable[int],
+    size: tuple[int, int],
+) -> list[asyncio.Future[httpx.Response]]:
+    """One PNG upload of ``size`` (width, height) per seed to ``route``, started at once; the
+    answers are left to the caller to await."""
+    return [
+        asyncio.ensure_future(
+            client.post(
+                server.url(route),
+                params=params,
+                content=image_bytes(*size, seed=seed),
+                headers={"Content-Type": "image/png"},
+            )
+        )
+        for seed in seeds
+    ]
 
 
 async def poll_until_async(

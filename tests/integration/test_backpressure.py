@@ -15,7 +15,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.live import LiveServer, live_server, png_size, poll_until_async, scrape
+from tests.integration.live import (
+    LiveServer,
+    live_server,
+    png_size,
+    poll_until_async,
+    scrape,
+    start_uploads,
+)
 from tests.support import image_bytes
 
 pytestmark = pytest.mark.slow
@@ -104,17 +111,7 @@ async def _disconnect_while_queued(server: LiveServer) -> tuple[httpx.Response, 
         # Two slow Score-CAM requests: whichever reaches the worker first runs, the other waits
         # -> queue depth 1 for as long as the first runs. (With a fast request as the second
         # one, arriving first would let it finish at once and leave the queue empty.)
-        holder, waiter = (
-            asyncio.ensure_future(
-                client.post(
-                    server.url("/v1/explain"),
-                    params=SLOW,
-                    content=image_bytes(WIDTH, HEIGHT, seed=seed),
-                    headers={"Content-Type": "image/png"},
-                )
-            )
-            for seed in (1, 3)
-        )
+        holder, waiter = start_uploads(client, server, "/v1/explain", SLOW, (1, 3), (WIDTH, HEIGHT))
 
         async def depth_is(expected: float) -> bool:
             return await _queue_depth(client, server) == expected

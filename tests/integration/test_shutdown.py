@@ -16,8 +16,8 @@ from tests.integration.live import (
     png_size,
     poll_until_async,
     scrape,
+    start_uploads,
 )
-from tests.support import image_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -29,17 +29,7 @@ SLOW = {"model": "tiny", "method": "scorecam", "layer": "layer3"}
 
 async def _queue_then_terminate(server: LiveServer) -> list[httpx.Response]:
     async with httpx.AsyncClient(timeout=120) as client:
-        pending = [
-            asyncio.ensure_future(
-                client.post(
-                    server.url("/v1/cam"),
-                    params=SLOW,
-                    content=image_bytes(WIDTH, HEIGHT, seed=seed),
-                    headers={"Content-Type": "image/png"},
-                )
-            )
-            for seed in range(QUEUED)
-        ]
+        pending = start_uploads(client, server, "/v1/cam", SLOW, range(QUEUED), (WIDTH, HEIGHT))
 
         async def all_queued() -> bool:
             return (await scrape(client, server)).value("camserve_queue_depth") == QUEUED - 1
