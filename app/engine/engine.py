@@ -39,9 +39,8 @@ from app.engine.preprocess import Preprocessing
 from app.engine.registry import LoadedModel, load_model
 from app.engine.render import (
     DEFAULT_ALPHA,
-    RenderedImage,
     RenderOptions,
-    render_each,
+    render_some,
 )
 from app.engine.results import (
     BatchExplanation,
@@ -267,30 +266,16 @@ class CamEngine:
         per_image = list(options) if options is not None else [RenderOptions()] * len(images)
         canonical = None if wanted is None else [{get_method(m).name for m in w} for w in wanted]
         rendered = {
-            key: self._render_wanted(cams.layer_maps, images, per_image, canonical, key[1])
-            for key, cams in results.maps.items()
+            (layer, method): render_some(
+                cams.layer_maps,
+                images,
+                per_image,
+                [i for i in range(len(images)) if canonical is None or method in canonical[i]],
+                self.preprocessing.placement,
+            )
+            for (layer, method), cams in results.maps.items()
         }
         return BatchExplanation(results, rendered)
-
-    def _render_wanted(
-        self,
-        layer_maps: Tensor,
-        images: Sequence[Tensor],
-        options: list[RenderOptions],
-        wanted: Sequence[set[str]] | None,
-        method: str,
-    ) -> dict[int, RenderedImage]:
-        """One (layer, method)'s renderings for the images that want ``method``, by index."""
-        indices = [i for i in range(len(images)) if wanted is None or method in wanted[i]]
-        if not indices:
-            return {}
-        rendered = render_each(
-            layer_maps[indices],
-            [images[i] for i in indices],
-            [options[i] for i in indices],
-            self.preprocessing.placement,
-        )
-        return dict(zip(indices, rendered, strict=True))
 
     def explain(
         self,

@@ -31,6 +31,7 @@ __all__ = [
     "normalize_maps",
     "render",
     "render_each",
+    "render_some",
     "upsample_maps",
     "validate_alpha",
 ]
@@ -135,6 +136,27 @@ def render_each(
         )
         rendered.update(zip(indices, group, strict=True))
     return [rendered[i] for i in range(len(images))]
+
+
+def render_some(
+    layer_maps: Tensor,
+    images: Sequence[Tensor],
+    options: Sequence[RenderOptions],
+    indices: Sequence[int],
+    placement: PlacementOf | None = None,
+) -> dict[int, RenderedImage]:
+    """``render_each`` for the images at ``indices`` only (a batch whose requests asked for
+    different methods renders each image only its own): their renderings by index."""
+    if not indices:
+        return {}
+    chosen = list(indices)
+    rendered = render_each(
+        layer_maps[chosen],
+        [images[i] for i in chosen],
+        [options[i] for i in chosen],
+        placement,
+    )
+    return dict(zip(chosen, rendered, strict=True))
 
 
 def upsample_maps(

@@ -10,7 +10,14 @@ from torch.testing import assert_close
 
 from app.engine.colormaps import COLORMAPS, colormap_table
 from app.engine.errors import ExplanationError
-from app.engine.render import normalize_maps, render, upsample_maps
+from app.engine.render import (
+    RenderOptions,
+    normalize_maps,
+    render,
+    render_each,
+    render_some,
+    upsample_maps,
+)
 
 
 def test_normalize_spans_zero_to_one_per_map() -> None:
@@ -98,3 +105,16 @@ def test_bad_alpha_and_colormap_are_refused() -> None:
         render(torch.rand(1, 1, 2, 2), image, alpha=1.5)
     with pytest.raises(ExplanationError, match="jet, turbo"):
         render(torch.rand(1, 1, 2, 2), image, colormap="rainbow")
+
+
+def test_render_some_renders_only_the_chosen_images_as_render_each_would() -> None:
+    images = [torch.randint(0, 256, (3, 9 + i, 11), dtype=torch.uint8) for i in range(3)]
+    maps = torch.rand(3, 2, 4, 4)
+    options = [RenderOptions(), RenderOptions(alpha=0.3, colormap="turbo"), RenderOptions()]
+    every = render_each(maps, images, options)
+    some = render_some(maps, images, options, [2, 1])
+    assert sorted(some) == [1, 2]
+    for index, image in some.items():
+        assert torch.equal(image.overlays, every[index].overlays)
+        assert torch.equal(image.heatmaps, every[index].heatmaps)
+    assert render_some(maps, images, options, []) == {}
