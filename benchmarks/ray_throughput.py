@@ -16,6 +16,10 @@ concurrency 32; req/s and p50/p95 latency, and the CPU time per request of the s
 proxies, replicas) and of the load generator. The ratios (ray-1 / direct and ray-2 / ray-1) are
 taken per round and their medians reported. The load generator shares the machine.
 
+The cluster runs Ray Serve's throughput mode (``RAY_SERVE_THROUGHPUT_OPTIMIZED=1``, direct
+ingress off), as ``deploy/kubernetes/rayservice.yaml`` does; ``--ray-defaults`` measures Ray's
+default mode instead.
+
 ``--compare-max-ongoing N`` adds a third application, one replica limited to N ongoing
 requests (``ray-1 limit N``), measured in the same rounds.
 
@@ -31,6 +35,7 @@ Usage::
     python benchmarks/ray_throughput.py
     python benchmarks/ray_throughput.py --model resnet18
     python benchmarks/ray_throughput.py --model resnet50 --requests 60
+    python benchmarks/ray_throughput.py --model resnet50 --requests 80 --ray-defaults
     python benchmarks/ray_throughput.py --rounds 5 --requests 400 --concurrency 32
 """
 
@@ -211,6 +216,11 @@ def parse_args() -> argparse.Namespace:
         default=None,
         help="Also measure one replica with this max_ongoing_requests ('ray-1 limit N').",
     )
+    parser.add_argument(
+        "--ray-defaults",
+        action="store_true",
+        help="Run Ray Serve in its default mode instead of its throughput mode.",
+    )
     return parser.parse_args()
 
 
@@ -264,7 +274,12 @@ def main() -> None:
             running(
                 start_camserve(camserve_environment(models_dir, settings), Path(temp))
             ) as direct,
-            local_ray(nodes=2, cpus_per_node=2, fast_autoscaling=False) as cluster,
+            local_ray(
+                nodes=2,
+                cpus_per_node=2,
+                fast_autoscaling=False,
+                throughput_mode=not args.ray_defaults,
+            ) as cluster,
         ):
             deploy(models_dir, settings, "one", "/one", 1, max_ongoing=args.max_ongoing)
             deploy(models_dir, settings, "two", "/two", 2, max_ongoing=args.max_ongoing)

@@ -23,7 +23,14 @@ from ray.cluster_utils import Cluster
 
 from scripts.live_server import free_port
 
-__all__ = ["LocalRay", "cpu_seconds", "local_ray", "ray_processes", "replica_counts"]
+__all__ = [
+    "THROUGHPUT_MODE",
+    "LocalRay",
+    "cpu_seconds",
+    "local_ray",
+    "ray_processes",
+    "replica_counts",
+]
 
 EXIT_TIMEOUT_S = 30.0
 
@@ -44,6 +51,13 @@ RAY_ENVIRONMENT = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "OMP_NUM_THREADS": "1",
 }
+THROUGHPUT_MODE = {
+    # Ray Serve's throughput mode, as deploy/kubernetes/rayservice.yaml runs it: user code on the
+    # replica's own event loop, gRPC between proxy and replicas. Direct ingress stays off: it
+    # would open an HTTP port per replica on every interface.
+    "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
+    "RAY_SERVE_ENABLE_DIRECT_INGRESS": "0",
+}
 FAST_AUTOSCALING = {
     # load reports every half second (Ray's default: 10 s), so autoscaling reacts in seconds
     "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "0.5",
@@ -57,13 +71,19 @@ def local_ray(
     cpus_per_node: int = 1,
     *,
     fast_autoscaling: bool = True,
+    throughput_mode: bool = True,
     request_timeout_s: float | None = None,
 ) -> Iterator[LocalRay]:
     """A head plus ``nodes - 1`` worker nodes, each offering ``cpus_per_node`` CPUs.
     ``fast_autoscaling`` makes Serve report load every half second instead of every 10 s
-    (for tests of autoscaling; benchmarks keep Ray's defaults). ``request_timeout_s``: the
-    proxy's own limit per request (408 past it)."""
-    environment = {**RAY_ENVIRONMENT, **(FAST_AUTOSCALING if fast_autoscaling else {})}
+    (for tests of autoscaling; benchmarks keep Ray's defaults). ``throughput_mode``: Serve's
+    throughput mode (``THROUGHPUT_MODE``), as camserve's Kubernetes manifest runs it.
+    ``request_timeout_s``: the proxy's own limit per request (408 past it)."""
+    environment = {
+        **RAY_ENVIRONMENT,
+        **(THROUGHPUT_MODE if throughput_mode else {}),
+        **(FAST_AUTOSCALING if fast_autoscaling else {}),
+    }
     saved = {key: os.environ.get(key) for key in environment}
     os.environ.update(environment)
     cluster = Cluster(

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from app.cluster.ray_app import RayAppArgs
+from scripts.ray_cluster import THROUGHPUT_MODE
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "deploy" / "kubernetes"
@@ -131,6 +132,14 @@ def test_gpu_workers_and_a_head_that_runs_no_replica() -> None:
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert workers["minReplicas"] <= workers["replicas"] <= workers["maxReplicas"]
     assert cluster["enableInTreeAutoscaling"] is True
+
+
+def test_every_ray_container_runs_serves_throughput_mode_as_the_tests_do() -> None:
+    cluster = load("rayservice.yaml")["spec"]["rayClusterConfig"]
+    for group in [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]:
+        (container,) = group["template"]["spec"]["containers"]
+        environment = {item["name"]: item["value"] for item in container["env"]}
+        assert environment == THROUGHPUT_MODE
 
 
 def test_the_vendored_schema_names_its_source_and_licence() -> None:
