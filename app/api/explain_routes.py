@@ -12,6 +12,7 @@ import numpy as np
 from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import ServiceDep
+from app.api.image_json import ImageJSONResponse
 from app.api.schemas import (
     DEFAULT_INCLUDE,
     DEFAULT_PREDICTIONS,
@@ -129,6 +130,7 @@ async def cam(
     "/explain",
     response_model=ExplainResponse,
     response_model_exclude_none=True,
+    response_class=ImageJSONResponse,
     openapi_extra=IMAGE_BODY,
     responses=ERRORS,
     summary="Explain one image with several methods and classes; JSON with what `include` names",

@@ -24,6 +24,7 @@ from starlette.types import Message
 
 from app.api import explain_routes
 from app.api.deps import ServiceDep
+from app.api.image_json import ImageJSONResponse
 from app.api.schemas import ErrorResponse, ExplainParams, ExplainResponse, Prediction
 from app.engine.errors import NotAnImageError
 from app.serving.errors import PayloadTooLargeError, UnsupportedMediaTypeError
@@ -111,6 +112,7 @@ async def predict(
     "/models/{name}:explain",
     response_model=ExplainV1Response,
     response_model_exclude_none=True,
+    response_class=ImageJSONResponse,
     responses=ERRORS,
     summary="KServe V1 explain: predictions and the /v1/explain body of each instance",
 )
