@@ -76,7 +76,7 @@ def local_ray(
 ) -> Iterator[LocalRay]:
     """A head plus ``nodes - 1`` worker nodes, each offering ``cpus_per_node`` CPUs.
     ``fast_autoscaling`` makes Serve report load every half second instead of every 10 s
-    (for tests of autoscaling; benchmarks keep Ray's defaults). ``throughput_mode``: Serve's
+    (for tests of autoscaling; benchmarks keep Ray's 10 s). ``throughput_mode``: Serve's
     throughput mode (``THROUGHPUT_MODE``), as camserve's Kubernetes manifest runs it.
     ``request_timeout_s``: the proxy's own limit per request (408 past it)."""
     environment = {

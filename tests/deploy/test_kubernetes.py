@@ -36,6 +36,11 @@ def validate(resource: dict[str, Any]) -> None:
     kubernetes_validate.validate(resource, KUBERNETES_VERSION, strict=True)
 
 
+def container_environment(container: dict[str, Any]) -> dict[str, str]:
+    """A container's ``env`` list as a mapping of names to values."""
+    return {item["name"]: item["value"] for item in container["env"]}
+
+
 def as_pod_template(template: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -138,7 +143,7 @@ def test_every_ray_container_runs_serves_throughput_mode_as_the_tests_do() -> No
     cluster = load("rayservice.yaml")["spec"]["rayClusterConfig"]
     for group in [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]:
         (container,) = group["template"]["spec"]["containers"]
-        environment = {item["name"]: item["value"] for item in container["env"]}
+        environment = container_environment(container)
         assert environment == THROUGHPUT_MODE
 
 
@@ -166,7 +171,7 @@ def test_the_inferenceservice_runs_camserve_as_a_custom_predictor() -> None:
         "spec": {"containers": [container]},
     }
     validate(pod)
-    environment = {item["name"]: item["value"] for item in container["env"]}
+    environment = container_environment(container)
     assert environment["STORAGE_URI"]
     assert environment["CAMSERVE_MODELS_DIR"] == "/mnt/models"
     assert container["ports"][0]["containerPort"] == int(environment["CAMSERVE_PORT"]) == 8080
