@@ -71,7 +71,13 @@ def validate_alpha(alpha: float) -> float:
 
 def normalize_maps(maps: Tensor) -> Tensor:
     """Min-max normalise each map over its last two dimensions; flat maps become zeros."""
-    values = torch.nan_to_num(maps.float(), nan=0.0, posinf=0.0, neginf=0.0).flatten(-2)
+    return _normalize_in_place(maps.float().clone())
+
+
+def _normalize_in_place(values: Tensor) -> Tensor:
+    """``normalize_maps`` on a float tensor of the caller's own, overwritten."""
+    shape = values.shape
+    values = torch.nan_to_num_(values, nan=0.0, posinf=0.0, neginf=0.0).flatten(-2)
     # amin and amax separately: on the CPU they are vectorised, where aminmax over a dimension
     # is about ten times slower (0.9 ms against 0.07 ms for a 640x480 map).
     low, high = values.amin(dim=-1, keepdim=True), values.amax(dim=-1, keepdim=True)
@@ -80,7 +86,7 @@ def normalize_maps(maps: Tensor) -> Tensor:
     # Dividing (not multiplying by a reciprocal) makes each maximum exactly 1; flat maps are
     # divided by infinity, which gives exact zeros.
     divisor = torch.where(flat, torch.full_like(span, float("inf")), span)
-    return values.sub_(low).div_(divisor).reshape(maps.shape)
+    return values.sub_(low).div_(divisor).reshape(shape)
 
 
 def render(
@@ -167,8 +173,10 @@ def upsample_maps(
     With ``placement``, the maps cover the model input and are put back on the image as the
     resize policy placed it (``place_maps``); otherwise they cover the whole image."""
     if placement is not None:
-        return normalize_maps(place_maps(maps, placement(size)))
-    return normalize_maps(F.interpolate(maps, size=size, mode="bilinear", align_corners=False))
+        full = place_maps(maps.float(), placement(size))
+    else:
+        full = F.interpolate(maps.float(), size=size, mode="bilinear", align_corners=False)
+    return _normalize_in_place(full)
 
 
 def _render_group(
@@ -181,14 +189,30 @@ def _render_group(
     placement: PlacementOf | None,
 ) -> list[RenderedImage]:
     full = upsample_maps(maps, size, placement)
-    heatmaps = (full * 255).round_().to(torch.uint8)
+    heatmaps = torch.empty(full.shape, dtype=torch.uint8, device=full.device)
+    overlays = torch.empty((*full.shape, 3), dtype=torch.uint8, device=full.device)
     # Blend in the table's domain: alpha·colour is looked up, (1 − alpha)·original added.
     weighted_colors = table.float().mul_(alpha)
-    overlays = weighted_colors.index_select(0, heatmaps.flatten().int())
-    overlays = overlays.view(*heatmaps.shape, 3)
-    overlays.add_(originals.permute(0, 2, 3, 1).unsqueeze(1).float().mul_(1 - alpha))
-    overlays = overlays.round_().to(torch.uint8)
+    weighted_originals = originals.permute(0, 2, 3, 1).contiguous().float().mul_(1 - alpha)
+    # One map at a time, into preallocated outputs: on a CPU the float intermediates of a whole
+    # batch outgrow the caches and page in fresh memory at every call (7 maps at 640×480: 20 ms
+    # against 10 ms on one core). The originals are made channels-last once, since adding them
+    # strided is 4× slower.
+    for image, image_maps in enumerate(full):
+        for rank, values in enumerate(image_maps):
+            heatmap = heatmaps[image, rank]
+            heatmap.copy_(_rounded(values * 255))
+            colors = weighted_colors.index_select(0, heatmap.flatten().long())
+            blended = colors.view(*heatmap.shape, 3).add_(weighted_originals[image])
+            overlays[image, rank].copy_(_rounded(blended))
     return [
         RenderedImage(maps=full[i], heatmaps=heatmaps[i], overlays=overlays[i])
         for i in range(full.shape[0])
     ]
+
+
+def _rounded(values: Tensor) -> Tensor:
+    """Values in [0, 255] rounded (half to even) to int16, ready to copy into uint8: on a CPU
+    torch converts float32 to int16 with vector instructions but to uint8 one element at a
+    time, and the int16 → uint8 copy is cheap: 2-3× faster than the direct conversion."""
+    return values.round_().to(torch.int16)

@@ -118,3 +118,23 @@ def test_render_some_renders_only_the_chosen_images_as_render_each_would() -> No
         assert torch.equal(image.overlays, every[index].overlays)
         assert torch.equal(image.heatmaps, every[index].heatmaps)
     assert render_some(maps, images, options, []) == {}
+
+
+def test_every_map_of_a_batch_blends_over_its_own_image() -> None:
+    """Several images and ranks at once equal the blend formula applied map by map in NumPy:
+    each heatmap indexes the colour table, alpha of the colour plus 1 - alpha of the original
+    pixel, rounded half to even."""
+    generator = torch.Generator().manual_seed(3)
+    images = [
+        torch.randint(0, 256, (3, 13, 17), dtype=torch.uint8, generator=generator) for _ in range(3)
+    ]
+    maps = torch.rand(3, 4, 5, 5, generator=generator)
+    alpha = 0.35
+    rendered = render(maps, images, alpha=alpha, colormap="turbo")
+    table = colormap_table("turbo", torch.device("cpu")).numpy().astype(np.float32)
+    for image, result in zip(images, rendered, strict=True):
+        original = image.permute(1, 2, 0).numpy().astype(np.float32) * np.float32(1 - alpha)
+        for rank in range(maps.shape[1]):
+            heatmap = result.heatmaps[rank].numpy()
+            expected = np.rint(table[heatmap] * np.float32(alpha) + original).astype(np.uint8)
+            np.testing.assert_array_equal(result.overlays[rank].numpy(), expected)
