@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import product
+
 import cv2
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from app.engine.colormaps import COLORMAPS, colormap_table
 from app.engine.errors import ExplanationError
 from app.engine.render import (
     RenderOptions,
+    _blend_into,
     normalize_maps,
     render,
     render_each,
@@ -120,7 +123,7 @@ def test_render_some_renders_only_the_chosen_images_as_render_each_would() -> No
     assert render_some(maps, images, options, []) == {}
 
 
-def test_every_map_of_a_batch_blends_over_its_own_image() -> None:
+def test_every_map_of_a_batch_blends_over_its_own_image(device: torch.device) -> None:
     """Several images and ranks at once equal the blend formula applied map by map in NumPy:
     each heatmap indexes the colour table, alpha of the colour plus 1 - alpha of the original
     pixel, rounded half to even."""
@@ -130,11 +133,31 @@ def test_every_map_of_a_batch_blends_over_its_own_image() -> None:
     ]
     maps = torch.rand(3, 4, 5, 5, generator=generator)
     alpha = 0.35
-    rendered = render(maps, images, alpha=alpha, colormap="turbo")
+    rendered = render(
+        maps.to(device), [image.to(device) for image in images], alpha=alpha, colormap="turbo"
+    )
     table = colormap_table("turbo", torch.device("cpu")).numpy().astype(np.float32)
     for image, result in zip(images, rendered, strict=True):
         original = image.permute(1, 2, 0).numpy().astype(np.float32) * np.float32(1 - alpha)
         for rank in range(maps.shape[1]):
-            heatmap = result.heatmaps[rank].numpy()
+            heatmap = result.heatmaps[rank].cpu().numpy()
             expected = np.rint(table[heatmap] * np.float32(alpha) + original).astype(np.uint8)
-            np.testing.assert_array_equal(result.overlays[rank].numpy(), expected)
+            np.testing.assert_array_equal(result.overlays[rank].cpu().numpy(), expected)
+
+
+def test_blending_a_whole_group_at_once_equals_blending_map_by_map() -> None:
+    """The accelerator path (every map of a group in one call) gives the CPU path's pixels."""
+    generator = torch.Generator().manual_seed(5)
+    originals = torch.randint(0, 256, (2, 3, 6, 7), dtype=torch.uint8, generator=generator)
+    maps = torch.rand(2, 3, 6, 7, generator=generator)
+    colors = colormap_table("jet", torch.device("cpu")).float().mul_(0.4)
+    under = originals.permute(0, 2, 3, 1).float().mul_(0.6)
+    heatmaps = torch.empty(maps.shape, dtype=torch.uint8)
+    overlays = torch.empty((*maps.shape, 3), dtype=torch.uint8)
+    _blend_into(maps, heatmaps, overlays, colors, under.unsqueeze(1))
+    for image, rank in product(range(2), range(3)):
+        heatmap = torch.empty(maps.shape[2:], dtype=torch.uint8)
+        overlay = torch.empty((*maps.shape[2:], 3), dtype=torch.uint8)
+        _blend_into(maps[image, rank], heatmap, overlay, colors, under[image])
+        assert torch.equal(heatmaps[image, rank], heatmap)
+        assert torch.equal(overlays[image, rank], overlay)
