@@ -18,7 +18,6 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-import cv2
 import numpy as np
 import torch
 from numpy.typing import NDArray
@@ -31,6 +30,7 @@ from app.engine.errors import (
     TruncatedImageError,
     UnsupportedImageModeError,
 )
+from app.engine.png import encode_png
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -51,24 +51,6 @@ IMAGE_FORMATS = ("png", "jpeg", "webp")
 MEDIA_TYPES: dict[str, str] = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 
 _FORMAT_ALIASES = {"jpg": "jpeg"}
-
-# PNG through OpenCV with the "sub" row filter (each pixel predicted from its left neighbour).
-# Colour overlays are photographs under a colour wash: after the filter their residuals are
-# noisy, so Huffman coding alone packs them about as well as LZ77 would, for less time. On a
-# 640x480 overlay (2 cores, OpenCV 4.12): 12 ms / 435 kB, against 34 ms / 475 kB for Pillow at
-# zlib level 1, 25 ms / 471 kB for OpenCV's default filters at level 1 and 17 ms for the Paeth
-# filter. Greyscale heatmaps and masks are smooth: their residuals repeat in long runs that
-# string matching at level 1 finds cheaply: 1.6 ms / 29 kB, against 3.5 ms / 73 kB Huffman-only.
-_PNG_COLOUR_PARAMETERS = [
-    cv2.IMWRITE_PNG_COMPRESSION, 1,
-    cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_HUFFMAN_ONLY,
-    cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_SUB,
-]  # fmt: skip
-_PNG_GREY_PARAMETERS = [
-    cv2.IMWRITE_PNG_COMPRESSION, 1,
-    cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_DEFAULT,
-    cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_SUB,
-]  # fmt: skip
 
 _NOT_AN_IMAGE = (
     "the data is not an image in a format this service reads (PNG, JPEG, WebP, GIF, BMP, TIFF, ...)"
@@ -326,22 +308,10 @@ def encode_image(
         raise ValueError(f"quality must be between 1 and 100, got {quality}")
     array = _as_uint8_array(pixels)
     if name == "png":
-        return _encode_png(array)
+        return encode_png(array)
     buffer = io.BytesIO()
     Image.fromarray(array).save(buffer, name.upper(), quality=quality)
     return buffer.getvalue()
-
-
-def _encode_png(array: NDArray[np.uint8]) -> bytes:
-    if array.ndim == 3:
-        ok, encoded = cv2.imencode(
-            ".png", cv2.cvtColor(array, cv2.COLOR_RGB2BGR), _PNG_COLOUR_PARAMETERS
-        )
-    else:
-        ok, encoded = cv2.imencode(".png", array, _PNG_GREY_PARAMETERS)
-    if not ok:  # pragma: no cover - OpenCV fails only on invalid input, checked above
-        raise ValueError("OpenCV could not encode the image as PNG")
-    return encoded.tobytes()
 
 
 def _encoder_name(format: str) -> str:
