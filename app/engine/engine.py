@@ -40,7 +40,7 @@ from app.engine.registry import LoadedModel, load_model
 from app.engine.render import (
     DEFAULT_ALPHA,
     RenderOptions,
-    render_some,
+    render_together,
 )
 from app.engine.results import (
     BatchExplanation,
@@ -265,16 +265,19 @@ class CamEngine:
         )
         per_image = list(options) if options is not None else [RenderOptions()] * len(images)
         canonical = None if wanted is None else [{get_method(m).name for m in w} for w in wanted]
-        rendered = {
-            (layer, method): render_some(
-                cams.layer_maps,
-                images,
-                per_image,
-                [i for i in range(len(images)) if canonical is None or method in canonical[i]],
-                self.preprocessing.placement,
-            )
-            for (layer, method), cams in results.maps.items()
-        }
+        everyone = range(len(images))
+        rendered = render_together(
+            {key: cams.layer_maps for key, cams in results.maps.items()},
+            images,
+            per_image,
+            {
+                (layer, method): [
+                    i for i in everyone if canonical is None or method in canonical[i]
+                ]
+                for layer, method in results.maps
+            },
+            self.preprocessing.placement,
+        )
         return BatchExplanation(results, rendered)
 
     def explain(

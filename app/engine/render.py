@@ -11,9 +11,10 @@ resolution (``CamMaps.layer_maps``) and raw maps render to the same image.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import product
+from itertools import accumulate, product
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -33,9 +34,12 @@ __all__ = [
     "render",
     "render_each",
     "render_some",
+    "render_together",
     "upsample_maps",
     "validate_alpha",
 ]
+
+Key = TypeVar("Key", bound=Hashable)
 
 FLAT_TOLERANCE = 1e-6
 """A map whose value range is at most this fraction of its largest magnitude counts as flat
@@ -164,6 +168,41 @@ def render_some(
         placement,
     )
     return dict(zip(chosen, rendered, strict=True))
+
+
+def render_together(
+    maps: Mapping[Key, Tensor],
+    images: Sequence[Tensor],
+    options: Sequence[RenderOptions],
+    chosen: Mapping[Key, Sequence[int]],
+    placement: PlacementOf | None = None,
+) -> dict[Key, dict[int, RenderedImage]]:
+    """``render_some`` for several sets of maps over the same images (one per (layer, method),
+    each (B, K_i, h, w)), rendering the sets that share their chosen images and map size in one
+    call: each image's originals are prepared once, not once per set. Each set's renderings by
+    image index, as ``render_some`` gives them."""
+    groups: dict[tuple[tuple[int, ...], torch.Size], list[Key]] = defaultdict(list)
+    for key, key_maps in maps.items():
+        groups[(tuple(chosen[key]), key_maps.shape[2:])].append(key)
+    rendered: dict[Key, dict[int, RenderedImage]] = {}
+    for (indices, _), keys in groups.items():
+        together = render_some(
+            torch.cat([maps[key] for key in keys], dim=1), images, options, indices, placement
+        )
+        sizes = [maps[key].shape[1] for key in keys]
+        for key, end, size in zip(keys, accumulate(sizes), sizes, strict=True):
+            rendered[key] = {
+                index: _ranks(image, end - size, end) for index, image in together.items()
+            }
+    return rendered
+
+
+def _ranks(image: RenderedImage, start: int, end: int) -> RenderedImage:
+    return RenderedImage(
+        maps=image.maps[start:end],
+        heatmaps=image.heatmaps[start:end],
+        overlays=image.overlays[start:end],
+    )
 
 
 def upsample_maps(

@@ -205,7 +205,7 @@ def test_fault_in_the_worker_is_a_generic_500_and_the_next_request_succeeds(
         raise RuntimeError(SECRET)
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.engine.engine.render_some", broken_render)
+        patch.setattr("app.engine.engine.render_together", broken_render)
         for route in ("/v1/cam", "/v1/explain"):
             response = post_image(client, route, params={"model": "tiny"})
             message = assert_error(response, 500, "internal_error")
@@ -234,7 +234,7 @@ def test_faults_are_counted_as_500(client: TestClient, monkeypatch: pytest.Monke
         raise RuntimeError(SECRET)
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.engine.engine.render_some", broken_render)
+        patch.setattr("app.engine.engine.render_together", broken_render)
         assert post_image(client, params={"model": "tiny"}).status_code == 500
     metrics = client.get("/metrics").text
     assert 'camserve_requests_total{route="/v1/cam",status="500"}' in metrics

@@ -19,6 +19,7 @@ from app.engine.render import (
     render,
     render_each,
     render_some,
+    render_together,
     upsample_maps,
 )
 
@@ -161,3 +162,31 @@ def test_blending_a_whole_group_at_once_equals_blending_map_by_map() -> None:
         _blend_into(maps[image, rank], heatmap, overlay, colors, under[image])
         assert torch.equal(heatmaps[image, rank], heatmap)
         assert torch.equal(overlays[image, rank], overlay)
+
+
+def test_render_together_equals_rendering_each_set_on_its_own() -> None:
+    """Sets of maps with different ranks, map sizes and chosen images render as ``render_some``
+    renders each of them alone."""
+    images = [torch.randint(0, 256, (3, 9 + i, 11), dtype=torch.uint8) for i in range(3)]
+    options = [RenderOptions(), RenderOptions(alpha=0.3, colormap="turbo"), RenderOptions()]
+    maps = {
+        ("layer4", "gradcam"): torch.rand(3, 2, 4, 4),
+        ("layer4", "eigencam"): torch.rand(3, 1, 4, 4),
+        ("layer3", "gradcam"): torch.rand(3, 2, 8, 8),
+        ("layer4", "layercam"): torch.rand(3, 2, 4, 4),
+    }
+    chosen = {
+        ("layer4", "gradcam"): [0, 1, 2],
+        ("layer4", "eigencam"): [0, 1, 2],
+        ("layer3", "gradcam"): [0, 1, 2],
+        ("layer4", "layercam"): [1],
+    }
+    together = render_together(maps, images, options, chosen)
+    assert together.keys() == maps.keys()
+    for key, key_maps in maps.items():
+        alone = render_some(key_maps, images, options, chosen[key])
+        assert together[key].keys() == alone.keys()
+        for index, image in alone.items():
+            assert torch.equal(together[key][index].maps, image.maps)
+            assert torch.equal(together[key][index].heatmaps, image.heatmaps)
+            assert torch.equal(together[key][index].overlays, image.overlays)
