@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import numpy as np
 from fastapi import APIRouter, Query, Request, Response
+from numpy.typing import NDArray
 
 from app.api.deps import ServiceDep
 from app.api.image_json import ImageJSONResponse
@@ -198,17 +199,26 @@ async def _explained_class(
         class_agnostic=maps.class_agnostic,
         raw_map=maps.layer_maps[rank].tolist() if "raw_map" in included else None,
     )
-    if "overlay" in included:
-        entry.overlay = await service.encode_base64(maps.overlays[rank], wanted.format)
+    # The overlay and the heatmap are encoded side by side in the codec threads.
+    entry.overlay, entry.heatmap = await asyncio.gather(
+        _base64_if("overlay" in included, service, maps.overlays[rank], wanted.format),
+        _base64_if("heatmap" in included, service, maps.heatmaps[rank], "png"),
+    )
+    if entry.overlay is not None:
         entry.overlay_media_type = MEDIA_TYPES[wanted.format]
-    if "heatmap" in included:
-        entry.heatmap = await service.encode_base64(maps.heatmaps[rank], "png")
     if wanted.regions:
         regions = await service.in_pool(
             find_regions, maps.heatmaps[rank], wanted.threshold, largest_only=wanted.largest_only
         )
         await _add_regions(service, entry, regions, included)
     return entry
+
+
+async def _base64_if(
+    wanted: bool, service: Service, pixels: NDArray[np.uint8], image_format: str
+) -> str | None:
+    """``pixels`` encoded as base64 text when ``wanted``, else ``None``."""
+    return await service.encode_base64(pixels, image_format) if wanted else None
 
 
 async def _add_regions(
