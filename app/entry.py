@@ -6,8 +6,9 @@ parallel region before they sleep: 300,000 spins by default, several millisecond
 operators of one forward pass that keeps them warm; after a batch it keeps both cores of a small
 machine busy while the codec threads encode the answer's PNGs, which then wait. camserve sets
 ``GOMP_SPINCOUNT`` to 10,000 spins (well under a millisecond) unless the environment already
-sets it: on a 2-core VM a Grad-CAM request at concurrency 1 took 45 ms instead of 51 ms, and
-seven methods' rendering and encoding 21–24 ms instead of 30–35 ms (docs/benchmarks.md).
+sets it: on a 2-core VM, two servers side by side with requests alternating, a Grad-CAM
+request at concurrency 1 took 45–46 ms instead of 48–50 ms and a seven-method one 66–67 ms
+instead of 70–72 ms (docs/benchmarks.md).
 """
 
 from __future__ import annotations

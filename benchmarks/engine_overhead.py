@@ -43,17 +43,20 @@ Reshape = Callable[[torch.Tensor], torch.Tensor]
 def seconds_per_call(
     runs: dict[str, Callable[[], object]], device: torch.device, repeats: int
 ) -> dict[str, float]:
-    """Median wall time of each run, after one warm-up call each.
+    """Median wall time of each run.
 
-    The runs are interleaved (one call of each per round, in a rotating order) so that a drift
-    in the machine's speed, common on shared virtual machines, hits all of them alike."""
-    for run in runs.values():
-        run()
+    The runs are interleaved (one timed call of each per round, in a rotating order) so that a
+    drift in the machine's speed, common on shared virtual machines, hits all of them alike.
+    Each timed call comes right after an untimed call of the same run: on a CPU the first call
+    after another run pays for that run's memory (pytorch-grad-cam's full backward passes free
+    hundreds of megabytes, which the next call faults back in: 70 ms instead of 32 ms for a
+    ResNet-50 Grad-CAM at batch 1), where a service repeats the same work."""
     timings: dict[str, list[float]] = {name: [] for name in runs}
     names = list(runs)
     for round_index in range(repeats):
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
+            runs[name]()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             start = time.perf_counter()
