@@ -7,9 +7,9 @@ of the pixel to its left), computed with NumPy in one vectorised pass.
 
 Why not OpenCV's or Pillow's encoder: both compress through the system's zlib, whose deflate is
 the slowest part of an answer with many overlays. zlib-ng's is about twice as fast for the same
-bytes (a 640×480 overlay, Huffman-only: 2.3 ms against OpenCV's 4.9 ms, 430 kB both; a greyscale
-heatmap at level 2: 0.5 ms / 28 kB against 0.9 ms / 30 kB), and neither encoder lets the caller
-choose the zlib library. See docs/benchmarks.md.
+bytes (a 640×480 overlay, Huffman-only: 2.4 ms / 434 kB against OpenCV's 4.9 ms / 433 kB; a
+greyscale heatmap at level 2: 0.45 ms / 26 kB against 0.9 ms / 30 kB), and neither encoder lets
+the caller choose the zlib library. See docs/benchmarks.md.
 """
 
 from __future__ import annotations
