@@ -12,8 +12,8 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.engine.devices import AUTOCAST_DTYPES
-from app.engine.imaging import DEFAULT_MAX_PIXELS
-from app.engine.regions import parse_threshold
+from app.engine.images.imaging import DEFAULT_MAX_PIXELS
+from app.engine.images.regions import parse_threshold
 
 __all__ = ["DEFAULT_MODELS_DIR", "Settings", "load_settings"]
 

@@ -35,7 +35,7 @@ from torchvision.models import get_model
 
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
-from app.engine.registry import default_layer
+from app.engine.models.registry import default_layer
 
 Reshape = Callable[[torch.Tensor], torch.Tensor]
 

@@ -48,9 +48,9 @@ from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.engine.engine import CamEngine
-from app.engine.imaging import decode_image, encode_image
-from app.engine.manifest import load_manifests
-from app.engine.registry import load_model
+from app.engine.images.imaging import decode_image, encode_image
+from app.engine.models.manifest import load_manifests
+from app.engine.models.registry import load_model
 from scripts.live_server import ServerProcess as Server
 from scripts.live_server import camserve_environment, running, start_camserve
 

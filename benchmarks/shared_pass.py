@@ -29,7 +29,7 @@ from torchvision.models import get_model
 
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
-from app.engine.registry import default_layer
+from app.engine.models.registry import default_layer
 from benchmarks.engine_overhead import engine_arguments, seconds_per_call
 from scripts.cam_peers import PYTORCH_GRAD_CAM
 

@@ -1,6 +1,6 @@
 """Print the parity of camserve with pytorch-grad-cam on the models of issue 14, as a table.
 
-The same comparison as ``tests/engine/test_token_parity.py`` (same models, random weights,
+The same comparison as ``tests/engine/models/test_token_parity.py`` (same models, random weights,
 inputs, target and reference), reporting the numbers the test only bounds: for every model and
 method, the largest difference between camserve's raw map and pytorch-grad-cam's at the layer's
 resolution, relative to the reference's peak ("flat" where both maps are zero up to rounding).
@@ -17,9 +17,8 @@ import copy
 import torch
 
 from app.engine.engine import CamEngine
-from app.engine.preprocess import Preprocessing
-from tests.engine.source_models import seeded_images
-from tests.engine.test_token_parity import (
+from app.engine.images.preprocess import Preprocessing
+from tests.engine.models.test_token_parity import (
     CASES,
     REFERENCE,
     ROUNDING,
@@ -27,6 +26,7 @@ from tests.engine.test_token_parity import (
     oriented,
     reference_map,
 )
+from tests.engine.source_models import seeded_images
 
 
 def relative_errors(name: str) -> tuple[str, dict[str, float | None]]:

@@ -47,3 +47,48 @@ def test_the_design_document_lists_the_same_order() -> None:
     rows = [line for line in design.splitlines() if line.startswith("| `app/")]
     listed = [row.split("`")[1].removeprefix("app/").removesuffix(".py") for row in rows]
     assert listed[: len(LAYERS)] == LAYERS
+
+
+ENGINE = APP / "engine"
+ENGINE_PARTS = ["core", "models", "images", "errors"]
+"""The engine's own layers, top to bottom: the compute core (``app/engine/*.py``) uses getting a
+model ready (``models/``), which uses images in and out (``images/``); all of them use the
+error tree, which imports nothing of camserve."""
+MAX_MODULE_LINES = 400
+
+
+def engine_part(module: str) -> str | None:
+    """``app.engine.models.registry`` → ``models``; None outside the engine."""
+    parts = module.split(".")
+    if parts[:2] != ["app", "engine"]:
+        return None
+    if len(parts) == 2 or parts[2] in {"models", "images", "errors"}:
+        return parts[2] if len(parts) > 2 else "core"
+    return "core"
+
+
+def test_no_engine_part_imports_one_above_it() -> None:
+    upward = []
+    for path in sorted(ENGINE.rglob("*.py")):
+        own = engine_part("app." + ".".join(path.relative_to(APP).with_suffix("").parts))
+        assert own is not None
+        for module in imported_modules(path):
+            target = engine_part(module)
+            if target is not None and ENGINE_PARTS.index(target) < ENGINE_PARTS.index(own):
+                upward.append(f"{path.relative_to(APP.parent)} imports {module}")
+    assert upward == []
+
+
+def test_the_engine_folder_holds_only_the_compute_core_and_its_two_groups() -> None:
+    top = {path.name for path in ENGINE.iterdir() if not path.name.startswith("__")}
+    assert {name for name in top if not name.endswith(".py")} == {"models", "images"}
+    assert len([name for name in top if name.endswith(".py")]) <= 10
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    long = {
+        str(path.relative_to(APP.parent)): lines
+        for path in sorted(APP.rglob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}

@@ -29,8 +29,8 @@ from app.api.schemas import (
     Timings,
 )
 from app.api.uploads import FIELD, read_image_upload
-from app.engine.imaging import MEDIA_TYPES
-from app.engine.regions import Region, Threshold, find_regions, parse_threshold
+from app.engine.images.imaging import MEDIA_TYPES
+from app.engine.images.regions import Region, Threshold, find_regions, parse_threshold
 from app.serving.service import ExplainRequest, Outcome, Service
 
 __all__ = ["router"]

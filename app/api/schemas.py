@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.engine.colormaps import COLORMAPS, DEFAULT_COLORMAP
 from app.engine.errors import ExplanationError
+from app.engine.images.colormaps import COLORMAPS, DEFAULT_COLORMAP
+from app.engine.images.regions import DEFAULT_THRESHOLD
 from app.engine.methods import METHODS
-from app.engine.regions import DEFAULT_THRESHOLD
 from app.serving.service import ExplainRequest
 from app.serving.worker import PREDICTIONS as WORKER_PREDICTIONS
 

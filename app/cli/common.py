@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from app.engine.errors import CamserveError
-from app.engine.manifest import ModelSpec, load_manifests
-from app.engine.registry import LoadedModel, load_model
+from app.engine.models.manifest import ModelSpec, load_manifests
+from app.engine.models.registry import LoadedModel, load_model
 from app.serving.served_models import find_spec, first_loadable
 
 __all__ = [

@@ -11,8 +11,8 @@ import typer
 from app.cli.common import ModelsDir, cli, console, fail
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.errors import CamserveError
-from app.engine.regions import parse_threshold
-from app.engine.registry import model_labels
+from app.engine.images.regions import parse_threshold
+from app.engine.models.registry import model_labels
 from app.labeling.cvat import (
     DEFAULT_NETWORK,
     DEFAULT_URL,

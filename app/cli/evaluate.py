@@ -26,7 +26,7 @@ from app.config import DEFAULT_MODELS_DIR
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
 from app.engine.methods import METHODS, get_method
-from app.engine.registry import load_model
+from app.engine.models.registry import load_model
 from app.quality.datasets import (
     EvalSample,
     samples_from_folder,

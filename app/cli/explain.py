@@ -26,7 +26,7 @@ from app.cli.folder_explainer import ExplainOptions, FileResult, explain_files, 
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
-from app.engine.image_files import InputFile, find_images
+from app.engine.images.image_files import InputFile, find_images
 
 __all__ = ["explain"]
 

@@ -26,9 +26,9 @@ from app.cli.common import (
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
-from app.engine.image_files import IMAGE_SUFFIXES, InputFile, find_images
-from app.engine.regions import parse_threshold
-from app.engine.registry import load_model
+from app.engine.images.image_files import IMAGE_SUFFIXES, InputFile, find_images
+from app.engine.images.regions import parse_threshold
+from app.engine.models.registry import load_model
 from app.labeling.fiftyone_export import (
     DEFAULT_FIELD,
     CamFieldOptions,

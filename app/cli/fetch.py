@@ -12,11 +12,11 @@ import typer
 from app.cli.common import ModelsDir, cli, console, fail
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.errors import CamserveError
-from app.engine.manifest import ModelSpec, load_manifests
-from app.engine.sources import is_pretrained_alias
-from app.engine.sources.huggingface_source import fetch_huggingface_weights
-from app.engine.sources.timm_source import fetch_timm_weights
-from app.engine.weights import (
+from app.engine.models.manifest import ModelSpec, load_manifests
+from app.engine.models.sources import is_pretrained_alias
+from app.engine.models.sources.huggingface_source import fetch_huggingface_weights
+from app.engine.models.sources.timm_source import fetch_timm_weights
+from app.engine.models.weights import (
     RANDOM_WEIGHTS,
     WeightsKind,
     fetch_pretrained,

@@ -20,9 +20,9 @@ from numpy.typing import NDArray
 
 from app.engine.engine import CamEngine
 from app.engine.errors import ImageError
-from app.engine.image_files import InputFile
-from app.engine.imaging import DecodedImage, decode_image, encode_image
-from app.engine.render import RenderOptions
+from app.engine.images.image_files import InputFile
+from app.engine.images.imaging import DecodedImage, decode_image, encode_image
+from app.engine.images.render import RenderOptions
 
 __all__ = ["ExplainOptions", "FileResult", "explain_files", "write_summary"]
 

@@ -9,8 +9,8 @@ from rich.table import Table
 from app.cli.common import ModelsDir, cli, fail
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.errors import CamserveError
-from app.engine.manifest import load_manifests
-from app.engine.weights_status import weights_status
+from app.engine.models.manifest import load_manifests
+from app.engine.models.weights_status import weights_status
 
 __all__ = ["list_models"]
 

@@ -4,8 +4,8 @@ Importable without FastAPI; the HTTP service, the CLI and the labeling adapters 
 """
 
 from app.engine.engine import CamEngine, CamMaps, Explanation
+from app.engine.images.preprocess import Preprocessing
+from app.engine.images.render import RenderedImage
 from app.engine.methods import METHODS
-from app.engine.preprocess import Preprocessing
-from app.engine.render import RenderedImage
 
 __all__ = ["METHODS", "CamEngine", "CamMaps", "Explanation", "Preprocessing", "RenderedImage"]

@@ -18,30 +18,28 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
 import torch
-from numpy.typing import NDArray
-from PIL import Image
 from torch import Tensor, nn
 
-from app.engine.classifier import CamHead, cam_classifier
-from app.engine.colormaps import DEFAULT_COLORMAP
 from app.engine.devices import resolve_device
 from app.engine.errors import MethodNotApplicableError
 from app.engine.flat_gradients import require_gradient_signal
 from app.engine.gradients import class_gradients
 from app.engine.hooks import capture_layers
-from app.engine.imaging import image_to_tensor
-from app.engine.layers import find_candidate_layers, resolve_layer
-from app.engine.manifest import ModelSpec
-from app.engine.methods import CamMethod, MethodContext, get_method
-from app.engine.preprocess import Preprocessing
-from app.engine.registry import LoadedModel, load_model
-from app.engine.render import (
+from app.engine.images.colormaps import DEFAULT_COLORMAP
+from app.engine.images.imaging import ImageInput, as_image_tensor
+from app.engine.images.preprocess import Preprocessing
+from app.engine.images.render import (
     DEFAULT_ALPHA,
     RenderOptions,
     render_together,
 )
+from app.engine.methods import CamMethod, MethodContext, get_method
+from app.engine.models.classifier import CamHead, cam_classifier
+from app.engine.models.layers import find_candidate_layers, resolve_layer
+from app.engine.models.manifest import ModelSpec
+from app.engine.models.registry import LoadedModel, load_model
+from app.engine.models.tokens import describe_layout, logits_of
 from app.engine.results import (
     BatchExplanation,
     CamMaps,
@@ -50,7 +48,6 @@ from app.engine.results import (
     repeat_for_targets,
 )
 from app.engine.targets import Targets, TargetSpec, choose_targets, class_index
-from app.engine.tokens import describe_layout, logits_of
 
 __all__ = [
     "BatchExplanation",
@@ -62,8 +59,6 @@ __all__ = [
     "TargetSpec",
     "Targets",
 ]
-
-ImageInput = Tensor | Image.Image | NDArray[np.uint8]
 
 DEFAULT_SCORE_CAM_BATCH = 64
 
@@ -293,7 +288,7 @@ class CamEngine:
     ) -> Explanation:
         """Preprocess ``images``, compute one method's maps and render them over the originals
         (a class-agnostic map is repeated for each target, as in ``compute``)."""
-        originals = [self._as_device_image(image) for image in images]
+        originals = [as_image_tensor(image).to(self.device) for image in images]
         layer_name = layer or self.layer
         explained = self.explain_all(
             originals,
@@ -375,15 +370,6 @@ class CamEngine:
             raise ValueError(f"inputs must be (B, C, H, W), got shape {tuple(inputs.shape)}")
         batch = inputs.detach().to(self.device, torch.float32)
         return batch.clone() if batch.is_inference() else batch
-
-    def _as_device_image(self, image: ImageInput) -> Tensor:
-        if isinstance(image, Image.Image):
-            image = image_to_tensor(image)
-        elif isinstance(image, np.ndarray):
-            image = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
-        if not isinstance(image, Tensor):
-            raise TypeError(f"images must be tensors, PIL images or arrays, got {type(image)}")
-        return image.to(self.device)
 
     def _autocast(self) -> AbstractContextManager[object]:
         if self.autocast is None:

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from app.engine.errors import UnknownLayerError
-from app.engine.tokens import TokenLayout, feature_map_view
+from app.engine.models.tokens import TokenLayout, feature_map_view
 
 __all__ = ["LayerCapture", "capture_layer", "capture_layers", "count_hooks"]
 
@@ -71,7 +71,7 @@ def capture_layer(
     tensor_handles: list[RemovableHandle] = []
 
     def on_forward(_module: nn.Module, _inputs: object, output: object) -> object:
-        # Token sequences (B, N, C) and channels-last maps become (B, C, h, w): app/engine/tokens
+        # Token sequences (B, N, C) and channels-last maps become (B, C, h, w): models/tokens.py
         view = feature_map_view(output, layout or TokenLayout(), layer_name)
         feature_map = view.map
         if feature_map.shape[-2] * feature_map.shape[-1] < 2:

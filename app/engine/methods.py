@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from app.engine.classifier import CamHead
 from app.engine.errors import MethodNotApplicableError, UnknownMethodError
-from app.engine.render import normalize_maps
+from app.engine.images.render import normalize_maps
+from app.engine.models.classifier import CamHead
 
 __all__ = [
     "GRADCAM_PP_EPS",

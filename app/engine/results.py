@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from app.engine.errors import MethodNotApplicableError
-from app.engine.render import RenderedImage, normalize_maps
+from app.engine.images.render import RenderedImage, normalize_maps
 
 __all__ = [
     "BatchExplanation",

@@ -14,8 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.engine.errors import CamserveError
+from app.engine.images.regions import Box, Region, Threshold
 from app.engine.methods import get_method
-from app.engine.regions import Box, Region, Threshold
 
 __all__ = [
     "DEFAULT_FIELD",

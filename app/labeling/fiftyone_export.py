@@ -31,9 +31,9 @@ from torch import Tensor
 
 from app.engine.engine import CamEngine, Explanation
 from app.engine.errors import CamserveError, ImageError
-from app.engine.image_files import InputFile
-from app.engine.imaging import DecodedImage, decode_image, encode_image
-from app.engine.regions import find_regions
+from app.engine.images.image_files import InputFile
+from app.engine.images.imaging import DecodedImage, decode_image, encode_image
+from app.engine.images.regions import find_regions
 from app.labeling.fiftyone_documents import (
     DEFAULT_FIELD,
     HEATMAP_RANGE,

@@ -18,7 +18,7 @@ from typing import Any
 
 from app import __version__
 from app.engine.errors import ExplanationError
-from app.engine.regions import Region, Threshold, find_regions, parse_threshold
+from app.engine.images.regions import Region, Threshold, find_regions, parse_threshold
 from app.labeling.label_config import ImageControls, LabelControl, parse_label_config
 from app.labeling.labelstudio_results import LabeledClass, control_results
 from app.labeling.task_images import TaskImageFetcher

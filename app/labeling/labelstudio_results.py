@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.regions import Region
+from app.engine.images.regions import Region
 from app.labeling.label_config import LabelControl
 
 __all__ = ["LabeledClass", "brush_rle", "control_results"]

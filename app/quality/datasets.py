@@ -16,8 +16,8 @@ import torch
 from torch import Tensor
 
 from app.engine.errors import CamserveError, ImageError
-from app.engine.image_files import find_images
-from app.engine.imaging import decode_image
+from app.engine.images.image_files import find_images
+from app.engine.images.imaging import decode_image
 from app.quality.metrics import (
     Box,
 )

@@ -31,9 +31,9 @@ from torch import Tensor
 
 from app.engine.engine import CamEngine, CamMaps
 from app.engine.errors import MethodNotApplicableError
-from app.engine.preprocess import group_by_size
-from app.engine.render import upsample_maps
-from app.engine.resize_policy import PlacementOf
+from app.engine.images.preprocess import group_by_size
+from app.engine.images.render import upsample_maps
+from app.engine.images.resize_policy import PlacementOf
 from app.quality.datasets import EvalSample
 from app.quality.faithfulness import (
     area_under_curve,

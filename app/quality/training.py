@@ -20,9 +20,9 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
-from app.engine.preprocess import Preprocessing
-from app.engine.resize_policy import ResizePolicy
-from app.engine.shapes_net import SHAPES_NET, ShapesNet
+from app.engine.images.preprocess import Preprocessing
+from app.engine.images.resize_policy import ResizePolicy
+from app.engine.models.shapes_net import SHAPES_NET, ShapesNet
 from app.quality.scenes import (
     DEFAULT_SIZE,
     HELD_OUT_SCENES,

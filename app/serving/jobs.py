@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 from torch import Tensor
 
-from app.engine.render import RenderOptions
+from app.engine.images.render import RenderOptions
 
 __all__ = [
     "PREDICTIONS",

@@ -19,9 +19,9 @@ from app.config import Settings
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError, InvalidTargetError, ManifestError, UnknownModelError
-from app.engine.manifest import ModelSpec, load_manifests
 from app.engine.methods import METHODS
-from app.engine.registry import LoadedModel, load_model
+from app.engine.models.manifest import ModelSpec, load_manifests
+from app.engine.models.registry import LoadedModel, load_model
 from app.engine.targets import class_index
 from app.serving.errors import NotReadyError
 from app.serving.worker import warm_up

@@ -21,11 +21,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.config import Settings
-from app.engine.colormaps import validate_colormap
 from app.engine.errors import InvalidTargetError, UnknownLayerError
-from app.engine.imaging import DecodedImage, decode_image, encode_image
+from app.engine.images.colormaps import validate_colormap
+from app.engine.images.imaging import DecodedImage, decode_image, encode_image
+from app.engine.images.render import validate_alpha
 from app.engine.methods import get_method
-from app.engine.render import validate_alpha
 from app.serving.errors import DeadlineExceededError, ShuttingDownError
 from app.serving.prometheus import Metrics
 from app.serving.served_models import ModelHub, ServedModel

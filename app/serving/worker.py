@@ -27,7 +27,7 @@ from torch import Tensor
 
 from app.engine.engine import BatchExplanation, CamEngine
 from app.engine.errors import MethodNotApplicableError, UnknownModelError
-from app.engine.render import RenderedImage, RenderOptions
+from app.engine.images.render import RenderedImage, RenderOptions
 from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 from app.serving.jobs import (
     PREDICTIONS,

@@ -19,7 +19,7 @@ import torch
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from app.engine.colormaps import COLORMAPS, colormap_table
+from app.engine.images.colormaps import COLORMAPS, colormap_table
 
 __all__ = [
     "ASSET_PREFIX",

@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from app.api.schemas import INCLUDE_OPTIONS
-from app.engine.colormaps import colormap_table
-from app.engine.regions import Threshold, find_regions
+from app.engine.images.colormaps import colormap_table
+from app.engine.images.regions import Threshold, find_regions
 from app.quality.scenes import scene_at
 from tests.api.helpers import PNG, decode, make_settings, pixels, post_image, serving
 from tests.support import TINY_LABELS, image_bytes

@@ -10,8 +10,8 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.engine.manifest import load_manifest
-from app.engine.registry import model_labels
+from app.engine.models.manifest import load_manifest
+from app.engine.models.registry import model_labels
 from app.labeling.cvat import FunctionOptions, function_yaml
 from tests.support import TINY_LABELS, write_test_models
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.engine.registry import load_model
+from app.engine.models.registry import load_model
 from app.serving.served_models import find_spec
 
 

@@ -27,8 +27,8 @@ import pytest
 from numpy.typing import NDArray
 from PIL import Image
 
-from app.engine.manifest import load_manifest
-from app.engine.registry import model_labels
+from app.engine.models.manifest import load_manifest
+from app.engine.models.registry import model_labels
 from app.labeling.cvat import FunctionOptions, function_yaml
 from tests.integration.live import LiveServer, free_port, live_server
 from tests.support import TINY_LABELS, image_bytes, write_test_models

@@ -20,8 +20,8 @@ from torch import Tensor, nn
 from torchvision.models import get_model
 
 from app.engine.engine import CamEngine
-from app.engine.registry import default_layer
-from app.engine.render import normalize_maps, upsample_maps
+from app.engine.images.render import normalize_maps, upsample_maps
+from app.engine.models.registry import default_layer
 from scripts.cam_peers import PYTORCH_GRAD_CAM
 
 REFERENCE = PYTORCH_GRAD_CAM

@@ -12,8 +12,8 @@ import pytest
 import torchvision
 import yaml
 
-from app.engine.manifest import ModelSpec
-from app.engine.registry import model_labels
+from app.engine.models.manifest import ModelSpec
+from app.engine.models.registry import model_labels
 from app.labeling.cvat import (
     DEFAULT_NETWORK,
     DEFAULT_URL,

@@ -22,10 +22,10 @@ from PIL import Image
 
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
-from app.engine.image_files import InputFile, find_images
-from app.engine.imaging import decode_image
-from app.engine.regions import Threshold, find_regions
-from app.engine.registry import load_model
+from app.engine.images.image_files import InputFile, find_images
+from app.engine.images.imaging import decode_image
+from app.engine.images.regions import Threshold, find_regions
+from app.engine.models.registry import load_model
 from app.labeling.fiftyone_export import (
     HEATMAP_RANGE,
     CamFieldOptions,

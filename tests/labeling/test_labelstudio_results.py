@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from label_studio_sdk.converter.brush import decode_rle
 
-from app.engine.regions import Region, find_regions
+from app.engine.images.regions import Region, find_regions
 from app.labeling.label_config import LabelControl
 from app.labeling.labelstudio_results import control_results
 

@@ -10,8 +10,8 @@ import torch
 
 from app.engine.engine import CamEngine
 from app.engine.errors import MethodNotApplicableError
-from app.engine.preprocess import Preprocessing
-from app.engine.resize_policy import ResizePolicy
+from app.engine.images.preprocess import Preprocessing
+from app.engine.images.resize_policy import ResizePolicy
 from app.quality.datasets import (
     EvalSample,
     samples_from_scenes,

@@ -11,9 +11,9 @@ from pathlib import Path
 import torch
 
 from app.engine.engine import CamEngine
-from app.engine.imaging import decode_image
-from app.engine.registry import LoadedModel, load_model
-from app.engine.resize_policy import ResizePolicy
+from app.engine.images.imaging import decode_image
+from app.engine.images.resize_policy import ResizePolicy
+from app.engine.models.registry import LoadedModel, load_model
 from app.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, SceneSettings, scenes
 from app.quality.training import HELD_OUT_SEED, TRAIN_SEED, evaluate_accuracy
 from app.serving.served_models import find_spec

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from app.engine.registry import load_model
-from app.engine.shapes_net import ShapesNet
+from app.engine.models.registry import load_model
+from app.engine.models.shapes_net import ShapesNet
 from app.quality.scenes import SHAPES, TRAINING_SCENES
 from app.quality.training import (
     DEMO_RESIZE,

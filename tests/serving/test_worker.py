@@ -16,8 +16,8 @@ from torch import Tensor
 from app.engine.engine import BatchExplanation, CamEngine
 from app.engine.errors import MethodNotApplicableError, UnknownModelError
 from app.engine.hooks import count_hooks
-from app.engine.preprocess import Preprocessing
-from app.engine.render import render
+from app.engine.images.preprocess import Preprocessing
+from app.engine.images.render import render
 from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 from app.serving.prometheus import Metrics
 from app.serving.worker import (

@@ -29,7 +29,7 @@ from playwright.sync_api import (
     expect,
 )
 
-from app.engine.colormaps import colormap_table
+from app.engine.images.colormaps import colormap_table
 from tests.integration.live import LiveServer
 
 __all__ = [

@@ -15,7 +15,7 @@ import torch
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from app.engine.colormaps import COLORMAPS, colormap_table
+from app.engine.images.colormaps import COLORMAPS, colormap_table
 from app.web.routes import (
     COLORMAPS_PATH,
     SAMPLE_PREFIX,

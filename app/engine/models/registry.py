@@ -1,7 +1,7 @@
 """The torchvision families camserve explains, their default target layers, and loading.
 
 ``load_model`` turns a validated ``ModelSpec`` into a ready ``LoadedModel``: the module built
-from torchvision (or, for ``source = "timm"`` / ``"huggingface"``, by ``app/engine/sources``)
+from torchvision (or, for ``source = "timm"`` / ``"huggingface"``, by ``app/engine/models/sources``)
 with the right number of classes, its weights applied, its labels and target
 layer resolved. Everything a manifest can get wrong fails here, at load time, not on the first
 request.
@@ -25,16 +25,16 @@ from app.engine.errors import (
     UnknownArchitectureError,
     UnknownLayerError,
 )
-from app.engine.layers import find_candidate_layers, resolve_layer
-from app.engine.manifest import ModelSpec
-from app.engine.preprocess import Preprocessing
-from app.engine.shapes_net import SHAPES_NET, ShapesNet
-from app.engine.sources import SourceModel
-from app.engine.sources.huggingface_source import load_huggingface
-from app.engine.sources.timm_source import load_timm
-from app.engine.sources.transformer_layers import transformer_default_layer
-from app.engine.tokens import describe_layout, logits_of
-from app.engine.weights import WeightsKind, WeightsSource, apply_state_dict, resolve_weights
+from app.engine.images.preprocess import Preprocessing
+from app.engine.models.layers import find_candidate_layers, resolve_layer
+from app.engine.models.manifest import ModelSpec
+from app.engine.models.shapes_net import SHAPES_NET, ShapesNet
+from app.engine.models.sources import SourceModel
+from app.engine.models.sources.huggingface_source import load_huggingface
+from app.engine.models.sources.timm_source import load_timm
+from app.engine.models.sources.transformer_layers import transformer_default_layer
+from app.engine.models.tokens import describe_layout, logits_of
+from app.engine.models.weights import WeightsKind, WeightsSource, apply_state_dict, resolve_weights
 
 __all__ = [
     "DEFAULT_NUM_CLASSES",

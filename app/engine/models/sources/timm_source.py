@@ -16,18 +16,18 @@ import torch
 from torch import nn
 
 from app.engine.errors import ManifestError, UnknownArchitectureError, WeightsUnavailableError
-from app.engine.layers import find_candidate_layers
-from app.engine.manifest import ModelSpec
-from app.engine.preprocess import Preprocessing
-from app.engine.sources import (
+from app.engine.images.preprocess import Preprocessing
+from app.engine.models.layers import find_candidate_layers
+from app.engine.models.manifest import ModelSpec
+from app.engine.models.sources import (
     SourceModel,
     interpolation_name,
     is_pretrained_alias,
     require_extra,
     seeded_by_name,
 )
-from app.engine.sources.transformer_layers import transformer_default_layer
-from app.engine.weights import RANDOM_WEIGHTS, apply_state_dict, load_checkpoint_state
+from app.engine.models.sources.transformer_layers import transformer_default_layer
+from app.engine.models.weights import RANDOM_WEIGHTS, apply_state_dict, load_checkpoint_state
 
 __all__ = ["fetch_timm_weights", "load_timm", "timm_pretrained_name"]
 

@@ -15,8 +15,8 @@ from torch import Tensor, nn
 from app.engine.engine import CamEngine
 from app.engine.errors import MethodNotApplicableError
 from app.engine.hooks import count_hooks
-from app.engine.preprocess import Preprocessing
-from app.engine.tokens import logits_of
+from app.engine.images.preprocess import Preprocessing
+from app.engine.models.tokens import logits_of
 from tests.engine.source_models import tiny_hf_convnext
 
 TARGETS = [[1, 4], [3, 0]]

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from torchvision.models import SwinTransformer, VisionTransformer
 
 from app.engine.errors import UnknownLayerError
-from app.engine.sources.transformer_layers import transformer_default_layer
+from app.engine.models.sources.transformer_layers import transformer_default_layer
 
 __all__ = [
     "FeatureMapView",

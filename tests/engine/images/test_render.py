@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from app.engine.colormaps import COLORMAPS, colormap_table
 from app.engine.errors import ExplanationError
-from app.engine.render import (
+from app.engine.images.colormaps import COLORMAPS, colormap_table
+from app.engine.images.render import (
     RenderOptions,
     _blend_into,
     normalize_maps,

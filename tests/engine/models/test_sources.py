@@ -26,8 +26,8 @@ from app.engine.errors import (
     UnknownLayerError,
     WeightsUnavailableError,
 )
-from app.engine.manifest import load_manifest
-from app.engine.registry import LoadedModel, load_model
+from app.engine.models.manifest import load_manifest
+from app.engine.models.registry import LoadedModel, load_model
 from tests.engine.source_models import (
     HF_LABELS,
     save_hf_folder,

@@ -14,9 +14,9 @@ import torchvision
 from torch import Tensor, nn
 
 from app.engine.errors import CheckpointMismatchError, ManifestError, WeightsUnavailableError
-from app.engine.manifest import ModelSpec, load_manifest
-from app.engine.registry import build_model, load_model
-from app.engine.weights import (
+from app.engine.models.manifest import ModelSpec, load_manifest
+from app.engine.models.registry import build_model, load_model
+from app.engine.models.weights import (
     apply_state_dict,
     cached_weights_path,
     fetch_pretrained,

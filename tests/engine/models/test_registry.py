@@ -7,8 +7,8 @@ import torch
 from torch import Tensor, nn
 
 from app.engine.errors import UnknownArchitectureError, UnknownLayerError
-from app.engine.manifest import ModelSpec
-from app.engine.registry import (
+from app.engine.models.manifest import ModelSpec
+from app.engine.models.registry import (
     build_model,
     default_layer,
     load_model,

@@ -8,9 +8,9 @@ import torch.nn.functional as F  # noqa: N812
 from torch.testing import assert_close
 from torchvision.transforms.v2 import functional as TF  # noqa: N812
 
-from app.engine.preprocess import Preprocessing
-from app.engine.render import render
-from app.engine.resize_policy import (
+from app.engine.images.preprocess import Preprocessing
+from app.engine.images.render import render
+from app.engine.images.resize_policy import (
     Placement,
     ResizePolicy,
     fit_to_input,

@@ -40,8 +40,8 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from app.engine.errors import ManifestError
-from app.engine.preprocess import Preprocessing
-from app.engine.resize_policy import ResizePolicy
+from app.engine.images.preprocess import Preprocessing
+from app.engine.images.resize_policy import ResizePolicy
 
 __all__ = [
     "MANIFEST_SUFFIX",

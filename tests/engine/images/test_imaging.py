@@ -1,4 +1,4 @@
-"""Tests for app.engine.imaging: decoding uploads to RGB tensors and encoding results.
+"""Tests for app.engine.images.imaging: decoding uploads to RGB tensors and encoding results.
 
 Every image is generated here, in memory. The suite turns warnings into errors, so a Pillow
 ``DecompressionBombWarning`` (or any other warning) escaping ``decode_image`` fails the test.
@@ -24,7 +24,7 @@ from app.engine.errors import (
     TruncatedImageError,
     UnsupportedImageModeError,
 )
-from app.engine.imaging import (
+from app.engine.images.imaging import (
     DEFAULT_MAX_PIXELS,
     IMAGE_FORMATS,
     MEDIA_TYPES,

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from app.engine.errors import UnknownLayerError
-from app.engine.tokens import TokenLayout, feature_map_view, logits_of
+from app.engine.models.tokens import TokenLayout, feature_map_view, logits_of
 
 __all__ = ["CANDIDATE_DEPTH", "find_candidate_layers", "resolve_layer"]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from app.engine.errors import ExplanationError
-from app.engine.regions import Threshold, find_regions, parse_threshold, threshold_map
+from app.engine.images.regions import Threshold, find_regions, parse_threshold, threshold_map
 
 
 def two_blobs() -> np.ndarray:

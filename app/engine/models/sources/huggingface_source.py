@@ -18,17 +18,17 @@ from typing import Any
 from torch import nn
 
 from app.engine.errors import ManifestError, WeightsUnavailableError
-from app.engine.manifest import ModelSpec
-from app.engine.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
-from app.engine.sources import (
+from app.engine.images.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
+from app.engine.models.manifest import ModelSpec
+from app.engine.models.sources import (
     SourceModel,
     interpolation_name,
     is_pretrained_alias,
     require_extra,
     seeded_by_name,
 )
-from app.engine.sources.transformer_layers import transformer_default_layer
-from app.engine.weights import RANDOM_WEIGHTS, apply_state_dict, load_checkpoint_state
+from app.engine.models.sources.transformer_layers import transformer_default_layer
+from app.engine.models.weights import RANDOM_WEIGHTS, apply_state_dict, load_checkpoint_state
 
 __all__ = ["fetch_huggingface_weights", "load_huggingface"]
 

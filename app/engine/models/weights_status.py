@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.engine.errors import CamserveError
-from app.engine.manifest import ModelSpec
-from app.engine.sources.timm_source import timm_pretrained_name
-from app.engine.weights import WeightsKind, cached_weights_path, resolve_weights
+from app.engine.models.manifest import ModelSpec
+from app.engine.models.sources.timm_source import timm_pretrained_name
+from app.engine.models.weights import WeightsKind, cached_weights_path, resolve_weights
 
 __all__ = ["WeightsStatus", "weights_status"]
 

@@ -30,13 +30,15 @@ from app.engine.errors import (
     TruncatedImageError,
     UnsupportedImageModeError,
 )
-from app.engine.png import encode_png
+from app.engine.images.png import encode_png
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
     "IMAGE_FORMATS",
     "MEDIA_TYPES",
     "DecodedImage",
+    "ImageInput",
+    "as_image_tensor",
     "decode_image",
     "encode_image",
     "image_to_tensor",
@@ -213,6 +215,22 @@ def image_to_tensor(image: Image.Image) -> torch.Tensor:
     """
     rgb = np.asarray(_to_rgb(image))
     return torch.from_numpy(rgb.transpose(2, 0, 1).copy())
+
+
+ImageInput = torch.Tensor | Image.Image | NDArray[np.uint8]
+"""An image as the engine's callers hold it: a (3, H, W) uint8 tensor, a PIL image or an
+(H, W, 3) uint8 array."""
+
+
+def as_image_tensor(image: ImageInput) -> torch.Tensor:
+    """``image`` as a (3, H, W) uint8 tensor (PIL images as ``image_to_tensor`` reads them)."""
+    if isinstance(image, Image.Image):
+        return image_to_tensor(image)
+    if isinstance(image, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
+    if not isinstance(image, torch.Tensor):
+        raise TypeError(f"images must be tensors, PIL images or arrays, got {type(image)}")
+    return image
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:

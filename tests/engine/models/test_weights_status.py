@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.manifest import ModelSpec
-from app.engine.weights_status import weights_status
+from app.engine.models.manifest import ModelSpec
+from app.engine.models.weights_status import weights_status
 from tests.engine.source_models import save_hf_folder, tiny_hf_resnet
 
 

@@ -1,8 +1,8 @@
 """Model input from decoded images: fit each image to the input size, scale, normalise.
 
 How an image is fitted (stretched, letterboxed, or resized and centre-cropped) is the model's
-``ResizePolicy`` (app/engine/resize_policy.py); ``placement`` tells where each image lies in the
-input so that its heatmap can be put back in line with the image pixel for pixel.
+``ResizePolicy`` (``resize_policy.py`` beside this module); ``placement`` tells where each image
+lies in the input so that its heatmap can be put back in line with the image pixel for pixel.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from app.engine.resize_policy import Placement, ResizePolicy, fit_to_input, placement_for
+from app.engine.images.resize_policy import Placement, ResizePolicy, fit_to_input, placement_for
 
 __all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "INTERPOLATIONS", "Preprocessing", "group_by_size"]
 

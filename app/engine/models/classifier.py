@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from app.engine.errors import MethodNotApplicableError
-from app.engine.tokens import TokenLayout
+from app.engine.models.tokens import TokenLayout
 
 __all__ = ["CamHead", "cam_classifier", "find_classifier", "pooled_feature_norms"]
 

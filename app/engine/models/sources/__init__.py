@@ -1,4 +1,4 @@
-"""Where models come from besides torchvision (``app/engine/registry.py``): timm and Hugging
+"""Where models come from besides torchvision (``app/engine/models/registry.py``): timm and Hugging
 Face transformers, each an optional extra, loaded into the same ``SourceModel`` shape."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from app.engine.errors import ManifestError
-from app.engine.preprocess import INTERPOLATIONS, Preprocessing
+from app.engine.images.preprocess import INTERPOLATIONS, Preprocessing
 
 __all__ = [
     "PRETRAINED_ALIASES",

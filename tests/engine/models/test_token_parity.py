@@ -21,9 +21,9 @@ from torch import Tensor, nn
 from torchvision.models import get_model
 
 from app.engine.engine import CamEngine
-from app.engine.preprocess import Preprocessing
-from app.engine.render import normalize_maps
-from app.engine.sources.transformer_layers import transformer_default_layer
+from app.engine.images.preprocess import Preprocessing
+from app.engine.images.render import normalize_maps
+from app.engine.models.sources.transformer_layers import transformer_default_layer
 from scripts.cam_peers import PYTORCH_GRAD_CAM
 from tests.engine.source_models import (
     Logits,

@@ -20,10 +20,10 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor
 
-from app.engine.colormaps import DEFAULT_COLORMAP, colormap_table
 from app.engine.errors import ExplanationError
-from app.engine.preprocess import group_by_size
-from app.engine.resize_policy import PlacementOf, place_maps
+from app.engine.images.colormaps import DEFAULT_COLORMAP, colormap_table
+from app.engine.images.preprocess import group_by_size
+from app.engine.images.resize_policy import PlacementOf, place_maps
 
 __all__ = [
     "DEFAULT_ALPHA",

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from app.engine.errors import ManifestError
-from app.engine.manifest import ModelSpec, load_manifest, load_manifests
-from app.engine.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
-from app.engine.resize_policy import ResizePolicy
+from app.engine.images.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
+from app.engine.images.resize_policy import ResizePolicy
+from app.engine.models.manifest import ModelSpec, load_manifest, load_manifests
 
 __all__: list[str] = []
 

@@ -6,8 +6,8 @@ import torch
 from torch.testing import assert_close
 
 from app.engine.engine import CamEngine
-from app.engine.registry import build_model, default_layer
-from app.engine.shapes_net import SHAPES_NET, ShapesNet
+from app.engine.models.registry import build_model, default_layer
+from app.engine.models.shapes_net import SHAPES_NET, ShapesNet
 
 
 def test_logits_and_the_layer4_map_resolution() -> None:
