@@ -21,16 +21,17 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     VIRTUAL_ENV=/opt/camserve \
     PATH=/opt/camserve/bin:$PATH
 
-# --- dependencies: only pyproject.toml and the pins, so code changes keep this layer cached ----
+# --- dependencies: only pyproject.toml and the pins, so code and README changes keep this layer
+# cached (pyproject.toml names README.md as its readme; an empty one stands in for it here) ---
 FROM base AS dependencies
 ARG VARIANT=cpu
 ARG EXTRAS=labelstudio
 ARG TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
 WORKDIR /build
-COPY pyproject.toml constraints.txt README.md ./
+COPY pyproject.toml constraints.txt ./
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN python -m venv "$VIRTUAL_ENV" \
-    && mkdir app && touch app/__init__.py \
+    && mkdir app && touch app/__init__.py README.md \
     && if [ "$VARIANT" = "cpu" ]; then \
          pip install --index-url "$TORCH_CPU_INDEX" -c constraints.txt torch torchvision; \
        elif [ "$VARIANT" != "cuda" ]; then \
