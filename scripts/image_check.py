@@ -1,0 +1,292 @@
+"""Build camserve's Docker image with a real container engine, run it, check it as a user would.
+
+    python -m scripts.image_check [--variant cuda] [--base IMAGE] [--compose CMD] [--keep]
+
+It runs on rootful podman (``apt-get install podman runc``), which runs containers on this kind
+of machine with the overlay storage driver, runc, the host's network and a ``containers.conf``
+that sets no ulimits, cgroupfs and runc (the script writes it and ``storage.conf``, and points
+podman to them through the environment). Without ``--base`` it first makes a stand-in for
+``python:3.11-slim-bookworm`` (no registry is reachable here): ``debootstrap`` of Debian bookworm
+with Python 3.11 from the mirror in apt's own sources, with this machine's CA bundle so that pip
+inside the build trusts the same certificates as pip here.
+
+The checks, in order, each printed as it passes (any failure stops the run with its reason):
+the image builds (time, size); it starts with a mounted models folder and a mounted weights
+cache; its own HEALTHCHECK reports healthy (time to healthy); ``/v1/cam`` and ``/v1/explain``
+answer a sample photo with the default model, its labels and PNGs at the photo's size; the
+process runs as uid 10001 and can write the cache but not the models folder; ``/v1/models``
+lists exactly the mounted manifests; SIGTERM with requests in flight answers every one of them
+and the container exits 0 within its grace period. ``--compose`` then runs
+``docker-compose.yml`` with the CPU override through podman-compose. Everything it built is
+removed at the end unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from scripts.image_check_requests import (
+    answer_requests_in_flight,
+    check_cam_and_explain,
+    check_model_list,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGE = "localhost/camserve:check"
+BASE_IMAGE = "localhost/camserve-base:bookworm"
+CONTAINER = "camserve-check"
+CONTAINERS_CONF = """[containers]
+default_ulimits = []
+[engine]
+cgroup_manager = "cgroupfs"
+runtime = "runc"
+"""
+STORAGE_CONF = """[storage]
+driver = "overlay"
+runroot = "/run/containers/storage"
+graphroot = "/var/lib/containers/storage"
+"""
+"""overlay, not vfs: vfs copies the whole file system at every layer (the 5 GB dependency layer
+once per later step: the disk filled past 60 GB before the build ended); the kernel here mounts
+overlay for rootful podman. Both files go to podman and podman-compose through the environment."""
+COMPOSE_PROJECT = "camserve-check"
+PORT = 18437
+COMPOSE_PORT = 18438
+GRACE_S = 40
+HEALTHY_WITHIN_S = 300
+
+
+def log(message: str) -> None:
+    print(f"[image-check] {message}", flush=True)
+
+
+def run(command: Sequence[str], *, check: bool = True, capture: bool = False) -> str:
+    """Run ``command``; its output is returned when ``capture``, else it goes to the terminal."""
+    result = subprocess.run(command, check=check, text=True, capture_output=capture)
+    return result.stdout.strip() if capture else ""
+
+
+def podman_command(*arguments: str) -> list[str]:
+    return ["podman", *arguments]
+
+
+def podman(*arguments: str, check: bool = True, capture: bool = False) -> str:
+    return run(podman_command(*arguments), check=check, capture=capture)
+
+
+def debian_mirror() -> str:
+    """The first Debian mirror in apt's sources on this machine."""
+    for source in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        for line in source.read_text().splitlines():
+            if line.startswith("URIs:") and "security" not in line:
+                return line.split()[1]
+    raise SystemExit("no Debian mirror in /etc/apt/sources.list.d/*.sources")
+
+
+def make_base_image(work: Path) -> str:
+    """A Debian bookworm image with Python 3.11 and this machine's CA bundle."""
+    rootfs = work / "rootfs"
+    log(f"making the base image {BASE_IMAGE} with debootstrap")
+    run(
+        [
+            "debootstrap",
+            "--variant=minbase",
+            "--include=python3,python3-venv,python3-pip,python-is-python3,ca-certificates",
+            "bookworm",
+            str(rootfs),
+            debian_mirror(),
+        ]
+    )
+    shutil.copyfile("/etc/ssl/certs/ca-certificates.crt", rootfs / "usr/local/share/host-ca.crt")
+    with subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE) as tar:
+        subprocess.run(
+            podman_command(
+                "import",
+                "--change", "ENV PIP_CERT=/usr/local/share/host-ca.crt",
+                "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "-", BASE_IMAGE,
+            ),
+            stdin=tar.stdout,
+            check=True,
+        )  # fmt: skip
+    shutil.rmtree(rootfs)
+    return BASE_IMAGE
+
+
+def build_image(base: str, variant: str) -> tuple[float, int]:
+    """Build the image; returns the seconds it took and its size in bytes."""
+    log(f"building {IMAGE} (VARIANT={variant}) on {base}")
+    started = time.monotonic()
+    podman(
+        "build", "--format", "docker", "--network", "host",
+        "--build-arg", f"PYTHON_IMAGE={base}", "--build-arg", f"VARIANT={variant}",
+        "-t", IMAGE, str(ROOT),
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    size = int(podman("image", "inspect", "--format", "{{.Size}}", IMAGE, capture=True))
+    log(f"built in {seconds:.0f} s, {size / 1e9:.2f} GB")
+    return seconds, size
+
+
+def start_container(models: Path, cache: Path) -> None:
+    podman(
+        "run", "-d", "--name", CONTAINER, "--network", "host",
+        "-e", "CAMSERVE_HOST=127.0.0.1", "-e", f"CAMSERVE_PORT={PORT}",
+        "-v", f"{models}:/srv/camserve/models:ro",
+        "-v", f"{cache}:/var/cache/camserve/torch",
+        IMAGE,
+    )  # fmt: skip
+
+
+def wait_healthy(container: str = CONTAINER) -> float:
+    """Run the image's own HEALTHCHECK until it passes; the seconds it took."""
+    started = time.monotonic()
+    while time.monotonic() - started < HEALTHY_WITHIN_S:
+        state = podman("inspect", "--format", "{{.State.Status}}", container, capture=True)
+        if state != "running":
+            podman("logs", container, check=False)
+            raise SystemExit(f"the container stopped while starting ({state})")
+        podman("healthcheck", "run", container, check=False, capture=True)
+        health = podman("inspect", "--format", "{{.State.Health.Status}}", container, capture=True)
+        if health == "healthy":
+            return time.monotonic() - started
+        time.sleep(2)
+    podman("logs", container, check=False)
+    raise SystemExit(f"not healthy within {HEALTHY_WITHIN_S} s")
+
+
+def sample_photo() -> Path:
+    """A real photo the default model knows (a cat), shipped as a page sample."""
+    return ROOT / "app" / "web" / "static" / "samples" / "photos" / "chelsea.jpg"
+
+
+def check_user_and_mounts() -> None:
+    """The service runs as uid 10001, can fill the weights cache, cannot write the models."""
+    uid = podman("exec", CONTAINER, "id", "-u", capture=True)
+    if uid != "10001":
+        raise SystemExit(f"the service runs as uid {uid}, not 10001")
+    podman("exec", CONTAINER, "sh", "-c", 'touch "$TORCH_HOME/probe" && rm "$TORCH_HOME/probe"')
+    denied = subprocess.run(
+        podman_command("exec", CONTAINER, "touch", "/srv/camserve/models/probe"),
+        capture_output=True,
+        check=False,
+    )
+    if denied.returncode == 0:
+        raise SystemExit("the mounted models folder is writable from the container")
+    log("runs as uid 10001; the weights cache is writable, the models folder read-only")
+
+
+def stop_with_requests_in_flight(photo: Path) -> None:
+    with answer_requests_in_flight(f"http://127.0.0.1:{PORT}", photo) as in_flight:
+        in_flight.wait_until_started()
+        started = time.monotonic()
+        podman("stop", "-t", str(GRACE_S), CONTAINER)
+        stopped_after = time.monotonic() - started
+    code = podman("inspect", "--format", "{{.State.ExitCode}}", CONTAINER, capture=True)
+    log(f"SIGTERM: {in_flight.summary()}; exited {code} after {stopped_after:.1f} s")
+    if not in_flight.all_answered() or code != "0" or stopped_after >= GRACE_S:
+        raise SystemExit("shutdown lost a request, exited non-zero, or needed SIGKILL")
+
+
+def run_compose(work: Path, compose: str) -> dict[str, object]:
+    """``docker-compose.yml`` with the CPU override, through podman-compose, on the image built
+    here (tagged as the override's ``camserve:cpu``: the CPU wheels' index is not reachable)."""
+    project = work / "compose"
+    project.mkdir()
+    for name in ("docker-compose.yml", "docker-compose.cpu.yml"):
+        shutil.copyfile(ROOT / name, project / name)
+    shutil.copytree(ROOT / "models", project / "models")
+    (project / "labeling-files").mkdir()
+    podman("tag", IMAGE, "localhost/camserve:cpu")
+    command = [compose, "-p", COMPOSE_PROJECT, "-f", "docker-compose.yml"]
+    command += ["-f", "docker-compose.cpu.yml"]
+    env = {**os.environ, "CAMSERVE_PUBLISHED_PORT": str(COMPOSE_PORT)}
+    subprocess.run(
+        [*command, "up", "-d", "--no-build", "camserve"], cwd=project, env=env, check=True
+    )
+    try:
+        project_label = f"label=com.docker.compose.project={COMPOSE_PROJECT}"
+        container = podman("ps", "--format", "{{.Names}}", "--filter", project_label, capture=True)
+        healthy_s = wait_healthy(container)
+        url = f"http://127.0.0.1:{COMPOSE_PORT}"
+        names = sorted(p.stem for p in (project / "models").glob("*.toml"))
+        photo = sample_photo()
+        result = {"healthy_s": round(healthy_s, 1), "models": check_model_list(url, names)}
+        result["answers"] = check_cam_and_explain(url, photo)
+    finally:
+        subprocess.run([*command, "down", "-v"], cwd=project, env=env, check=False)
+    log(f"compose: healthy after {result['healthy_s']} s, {result['answers']}")
+    return result
+
+
+@contextmanager
+def engine_environment() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="camserve-image-check-", dir="/var/tmp") as name:
+        work = Path(name)
+        (work / "containers.conf").write_text(CONTAINERS_CONF)
+        (work / "storage.conf").write_text(STORAGE_CONF)
+        os.environ["CONTAINERS_CONF"] = str(work / "containers.conf")
+        os.environ["CONTAINERS_STORAGE_CONF"] = str(work / "storage.conf")
+        yield work
+
+
+def cleanup(keep: bool, made_base: bool) -> None:
+    podman("rm", "-f", CONTAINER, check=False, capture=True)
+    podman("rmi", "localhost/camserve:cpu", check=False, capture=True)
+    if keep:
+        return
+    podman("rmi", "-f", IMAGE, check=False, capture=True)
+    if made_base:
+        podman("rmi", "-f", BASE_IMAGE, check=False, capture=True)
+    podman("image", "prune", "-f", check=False, capture=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--variant", default="cuda", choices=["cpu", "cuda"])
+    parser.add_argument("--base", help="the PYTHON_IMAGE to build on (default: made here)")
+    parser.add_argument(
+        "--compose",
+        metavar="PODMAN_COMPOSE",
+        help="also run the Compose files with this podman-compose (1.1 or newer reads !reset)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the images afterwards")
+    args = parser.parse_args(argv)
+    report: dict[str, object] = {"variant": args.variant}
+    with engine_environment() as work:
+        try:
+            base = args.base or make_base_image(work)
+            report["build_s"], report["size_bytes"] = build_image(base, args.variant)
+            models, cache = work / "models", work / "cache"
+            shutil.copytree(ROOT / "models", models, ignore=shutil.ignore_patterns("examples"))
+            cache.mkdir(mode=0o777)
+            cache.chmod(0o777)
+            start_container(models, cache)
+            report["healthy_s"] = round(wait_healthy(), 1)
+            log(f"healthy after {report['healthy_s']} s")
+            url = f"http://127.0.0.1:{PORT}"
+            report["models"] = check_model_list(url, sorted(p.stem for p in models.glob("*.toml")))
+            photo = sample_photo()
+            report["answers"] = check_cam_and_explain(url, photo)
+            check_user_and_mounts()
+            stop_with_requests_in_flight(photo)
+            if args.compose:
+                report["compose"] = run_compose(work, args.compose)
+        finally:
+            cleanup(args.keep, made_base=args.base is None)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
