@@ -108,6 +108,11 @@ class _Server(ThreadingHTTPServer):
         """Clients that hang up mid-answer are expected here."""
 
 
+def host_and_port(host: Host) -> str:
+    """``127.0.0.1:<port>``: the host as an allow-list entry."""
+    return host.base_url.removeprefix("http://")
+
+
 @contextmanager
 def running(host: Host) -> Iterator[Host]:
     """Serve ``host`` on a free port of 127.0.0.1 until the block ends."""
