@@ -8,12 +8,14 @@ import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from app.labeling.task_images import (
     MAX_REDIRECTS,
+    ImageDestinationRefusedError,
     ImageFetchFailedError,
     ImageFetchTimeoutError,
     ImageReferenceRefusedError,
@@ -22,6 +24,7 @@ from app.labeling.task_images import (
 )
 from app.serving.errors import PayloadTooLargeError
 from tests.integration.live import free_port
+from tests.labeling.fake_network import Resolver
 from tests.labeling.image_hosts import (
     ACCESS_TOKEN,
     CLOUD_IMAGE,
@@ -227,6 +230,87 @@ def test_dot_segments_in_a_url_are_refused(elsewhere: Host, path: str) -> None:
     with pytest.raises(ImageReferenceRefusedError, match=r"contains '\.\.', '\.' or a backslash"):
         fetch_one(config_for(allow=[elsewhere]), elsewhere.url(path))
     assert elsewhere.seen == []
+
+
+# Destinations: public addresses, Label Studio's own origin, and what is allowed
+
+
+def test_a_loopback_url_is_refused_by_default_and_nothing_is_sent(elsewhere: Host) -> None:
+    url = elsewhere.url("/image.png")
+    with pytest.raises(ImageDestinationRefusedError) as caught:
+        fetch_one(config_for(), url)
+    assert caught.value.code == "image_destination_refused"
+    assert str(caught.value) == (
+        f"{url} is refused: it leads to a loopback address, and task images are fetched only "
+        "from public addresses and Label Studio's own URL; CAMSERVE_TASK_IMAGE_ALLOW allows "
+        "other hosts or networks"
+    )
+    assert elsewhere.seen == []
+
+
+def test_a_loopback_url_is_served_once_its_address_and_port_are_allowed(elsewhere: Host) -> None:
+    assert fetch_one(config_for(allow=[elsewhere]), elsewhere.url("/image.png")) == IMAGE
+
+
+def test_a_redirect_to_a_port_not_allowed_is_refused(label_studio: Host, elsewhere: Host) -> None:
+    """``label_studio`` is only another loopback server here (no Label Studio URL is set)."""
+    with pytest.raises(ImageDestinationRefusedError) as caught:
+        fetch_one(config_for(allow=[elsewhere]), elsewhere.url("/to-label-studio"))
+    target = label_studio.url("/data/upload/1/cat.png")
+    assert str(caught.value).startswith(f"the redirect to {target} is refused: it leads to a loop")
+    assert "401" not in str(caught.value)
+    assert elsewhere.paths_seen() == ["/to-label-studio"]
+    assert label_studio.seen == []
+
+
+def test_label_studio_s_own_origin_needs_no_allowing(label_studio: Host, elsewhere: Host) -> None:
+    config = config_for(label_studio)
+    assert fetch_one(config, label_studio.url("/data/upload/1/cat.png")) == IMAGE
+    with pytest.raises(ImageDestinationRefusedError, match="loopback"):
+        fetch_one(config, elsewhere.url("/image.png"))
+    assert elsewhere.seen == []
+
+
+def test_a_host_name_resolving_to_loopback_is_refused(
+    elsewhere: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Resolver({"images.test": [["127.0.0.1"]]}).install(monkeypatch)
+    url = elsewhere.url("/image.png").replace("127.0.0.1", "images.test")
+    with pytest.raises(ImageDestinationRefusedError, match="leads to a loopback address"):
+        fetch_one(config_for(), url)
+    assert elsewhere.seen == []
+
+
+def test_a_name_is_resolved_once_and_the_checked_address_is_used(
+    elsewhere: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name answers an allowed address to the check and a private one afterwards (DNS
+    rebinding): the request goes to the checked address, with the name as its Host header, and
+    the next connection is checked again on the new answer."""
+    resolver = Resolver({"images.test": [["127.0.0.1"], ["10.0.0.1"]]}).install(monkeypatch)
+    url = elsewhere.url("/image.png").replace("127.0.0.1", "images.test")
+    config = config_for(allow=[elsewhere])
+
+    async def fetch_twice() -> tuple[bytes, Exception]:
+        async with TaskImageFetcher(config) as fetcher:
+            first = await fetcher.fetch(url)
+            with pytest.raises(ImageDestinationRefusedError, match="a private address") as caught:
+                await fetcher.fetch(url)
+            return first, caught.value
+
+    first, _ = asyncio.run(fetch_twice())
+    assert first == IMAGE
+    assert resolver.asked.count("images.test") == 2
+    assert [request.host_header for request in elsewhere.seen] == [urlsplit(url).netloc]
+
+
+def test_an_allowed_host_name_is_trusted_whatever_it_resolves_to(
+    elsewhere: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Resolver({"images.test": [["127.0.0.1"]]}).install(monkeypatch)
+    url = elsewhere.url("/image.png").replace("127.0.0.1", "images.test")
+    port = urlsplit(url).port
+    assert fetch_one(config_for(allowed_destinations=(f"images.test:{port}",)), url) == IMAGE
 
 
 # Label Studio paths and its API key
