@@ -267,7 +267,7 @@ class TaskImageFetcher:
 
     async def _follow_redirects(self, url: httpx.URL) -> bytes:
         authorized = self._is_label_studio(url)
-        for _hop in range(MAX_REDIRECTS + 1):
+        for hop in range(MAX_REDIRECTS + 1):
             if url.scheme not in ("http", "https"):
                 raise ImageReferenceRefusedError(
                     f"a redirect to a {url.scheme}:// URL is refused; only http(s) is followed"
@@ -278,7 +278,7 @@ class TaskImageFetcher:
             try:
                 response = await self._client.send(request, stream=True)
             except DestinationRefusedError as refused:
-                raise _refusal(url, refused, redirected=_hop > 0) from None
+                raise _refusal(url, refused, redirected=hop > 0) from None
             try:
                 location = response.headers.get("location")
                 if response.status_code in REDIRECT_STATUSES and location:
