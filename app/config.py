@@ -5,6 +5,9 @@ Build them with ``load_settings()``; nothing is read at import time.
 
 from __future__ import annotations
 
+import ipaddress
+import re
+from contextlib import suppress
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -18,6 +21,11 @@ from app.engine.images.regions import parse_threshold
 __all__ = ["DEFAULT_MODELS_DIR", "Settings", "load_settings"]
 
 DEFAULT_MODELS_DIR = Path("models")
+
+DESTINATION_FORM = re.compile(
+    r"(\[(?P<v6>[0-9a-f:.]+)\]|[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?)(:(?P<port>[0-9]{1,5}))?", re.I
+)
+"""A host name, an IPv4 address or a bracketed IPv6 address, with an optional port."""
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 
@@ -117,8 +125,13 @@ class Settings(BaseSettings):
     labelstudio_fetch_timeout_s: float = Field(
         10.0, gt=0, description="Timeout for fetching one task image."
     )
+    task_image_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated hosts, host:port, addresses or CIDR networks that task "
+        "images may come from besides public addresses and Label Studio's own origin.",
+    )
 
-    @field_validator("models", "cors_origins", mode="before")
+    @field_validator("models", "cors_origins", "task_image_allow", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
@@ -139,6 +152,14 @@ class Settings(BaseSettings):
         if value is not None and not value.get_secret_value().strip():
             return None
         return value
+
+    @field_validator("task_image_allow")
+    @classmethod
+    def _valid_destinations(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            if not _names_a_destination(entry):
+                raise ValueError(f"{entry!r} is not a host, host:port, address or CIDR network")
+        return entries
 
     @field_validator("labelstudio_threshold")
     @classmethod
@@ -162,6 +183,20 @@ class Settings(BaseSettings):
                 f"({', '.join(self.models)})"
             )
         return self
+
+
+def _names_a_destination(entry: str) -> bool:
+    """Whether a ``task_image_allow`` entry has a destination's form: an address or CIDR
+    network, or a host name or ``[IPv6 address]`` with an optional port. Checked here to fail
+    fast; ``app/labeling/destinations.py`` reads the entries into rules."""
+    with suppress(ValueError):
+        return ipaddress.ip_network(entry) is not None
+    form = DESTINATION_FORM.fullmatch(entry)
+    if form is None or not 0 < int(form["port"] or 1) < 65536:
+        return False
+    with suppress(ValueError):
+        return form["v6"] is None or ipaddress.IPv6Address(form["v6"]) is not None
+    return False
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -123,4 +123,5 @@ def _image_sources(settings: Settings) -> ImageSourceConfig:
         local_files_root=settings.local_files_document_root,
         max_bytes=settings.max_upload_bytes,
         timeout_s=settings.labelstudio_fetch_timeout_s,
+        allowed_destinations=tuple(settings.task_image_allow),
     )

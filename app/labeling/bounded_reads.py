@@ -19,7 +19,8 @@ __all__ = ["decode_data_uri", "describe_url", "inside_root", "read_limited", "re
 def describe_url(url: httpx.URL) -> str:
     """The URL without credentials, query or fragment (presigned URLs carry secrets there)."""
     port = f":{url.port}" if url.port else ""
-    return f"{url.scheme}://{url.host}{port}{url.path}"
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"{url.scheme}://{host}{port}{url.path}"
 
 
 async def read_limited(response: httpx.Response, limit: int) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from app.engine.errors import CamserveError
 
 __all__ = [
+    "ImageDestinationRefusedError",
     "ImageFetchFailedError",
     "ImageFetchTimeoutError",
     "ImageReferenceRefusedError",
@@ -23,6 +24,13 @@ class ImageReferenceRefusedError(TaskImageError, ValueError):
     its root, or a source this server is not configured for."""
 
     code = "image_reference_refused"
+
+
+class ImageDestinationRefusedError(ImageReferenceRefusedError):
+    """The reference, or a redirect it led to, goes to an address camserve does not fetch
+    from (loopback, private, link-local, ...); nothing was sent there."""
+
+    code = "image_destination_refused"
 
 
 class ImageFetchFailedError(TaskImageError):

@@ -8,8 +8,10 @@ A task names its image in one of these ways, and each is fetched (or refused) he
   exchanged at ``/api/token/refresh/`` for a short-lived access token sent as ``Bearer``);
 * ``/data/local-files/?d=<path>`` — a file read from disk under the local files root (Label
   Studio's ``LOCAL_FILES_DOCUMENT_ROOT``), never from outside it;
-* ``http://`` and ``https://`` URLs — fetched directly; the API key only ever goes to Label
-  Studio's own origin, and only when the reference started there;
+* ``http://`` and ``https://`` URLs — fetched directly, but only from public addresses, Label
+  Studio's own origin and what ``CAMSERVE_TASK_IMAGE_ALLOW`` opens (see ``destinations``; the
+  check holds for every redirect hop, after DNS resolution); the API key only ever goes to
+  Label Studio's own origin, and only when the reference started there;
 * ``data:image/…;base64,…`` — decoded in place;
 * cloud URIs (``s3://``, ``gs://``, ``azure-blob://``, ``azure-spi://``) — through Label Studio's
   presign endpoint for the task, which answers with the file or a redirect to a signed URL.
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+import httpcore
 import httpx
 
 from app.engine.errors import CamserveError
@@ -38,8 +41,15 @@ from app.labeling.bounded_reads import (
     read_limited,
     read_limited_file,
 )
+from app.labeling.destinations import ALLOW_SETTING, DestinationPolicy
+from app.labeling.guarded_transport import (
+    DestinationGuard,
+    DestinationRefusedError,
+    GuardedTransport,
+)
 from app.labeling.label_studio_tokens import LabelStudioCredentials
 from app.labeling.task_image_errors import (
+    ImageDestinationRefusedError,
     ImageFetchFailedError,
     ImageFetchTimeoutError,
     ImageReferenceRefusedError,
@@ -49,6 +59,7 @@ from app.labeling.task_image_errors import (
 __all__ = [
     "CLOUD_SCHEMES",
     "MAX_REDIRECTS",
+    "ImageDestinationRefusedError",
     "ImageFetchFailedError",
     "ImageFetchTimeoutError",
     "ImageReferenceRefusedError",
@@ -64,6 +75,7 @@ PRESIGN_PATH = re.compile(r"/tasks/\d+/presign/?")
 LOCAL_FILES_PATHS = frozenset({"/data/local-files", "/data/local-files/"})
 UPLOAD_PREFIX = "/data/upload/"
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,9 @@ class ImageSourceConfig:
     max_bytes: int = 20 * 1024 * 1024
     timeout_s: float = 10.0
     """The deadline for one download, redirects and token exchange included."""
+    allowed_destinations: tuple[str, ...] = ()
+    """Hosts, ``host:port``, addresses or CIDR networks opened beside public addresses and
+    Label Studio's origin (``CAMSERVE_TASK_IMAGE_ALLOW``)."""
 
     def __post_init__(self) -> None:
         if self.label_studio_url is not None:
@@ -94,6 +109,15 @@ class ImageSourceConfig:
             raise ValueError(f"max_bytes must be positive, got {self.max_bytes}")
         if self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+        self.destination_policy()  # raises ValueError naming a malformed entry
+
+    def destination_policy(self) -> DestinationPolicy:
+        """Where images may be fetched from: the allowed destinations and Label Studio."""
+        label_studio = None
+        if self.label_studio_url is not None:
+            url = httpx.URL(self.label_studio_url)
+            label_studio = (url.host, url.port or _DEFAULT_PORTS[url.scheme])
+        return DestinationPolicy.from_settings(self.allowed_destinations, label_studio)
 
 
 @dataclass(frozen=True)
@@ -107,11 +131,17 @@ class TaskImageFetcher:
     """Fetches task images under one configuration, through one pooled HTTP client."""
 
     def __init__(
-        self, config: ImageSourceConfig, transport: httpx.AsyncBaseTransport | None = None
+        self,
+        config: ImageSourceConfig,
+        transport: httpx.AsyncBaseTransport | None = None,
+        network: httpcore.AsyncNetworkBackend | None = None,
     ) -> None:
+        """``transport`` replaces the guarded one (no connection at all: tests); ``network``
+        opens the connections the guard allows (default: sockets)."""
         self._config = config
+        guard = DestinationGuard(config.destination_policy(), network)
         self._client = httpx.AsyncClient(
-            transport=transport,
+            transport=transport if transport is not None else GuardedTransport(guard),
             timeout=httpx.Timeout(config.timeout_s),
             follow_redirects=False,
             trust_env=False,
@@ -237,7 +267,7 @@ class TaskImageFetcher:
 
     async def _follow_redirects(self, url: httpx.URL) -> bytes:
         authorized = self._is_label_studio(url)
-        for _hop in range(MAX_REDIRECTS + 1):
+        for hop in range(MAX_REDIRECTS + 1):
             if url.scheme not in ("http", "https"):
                 raise ImageReferenceRefusedError(
                     f"a redirect to a {url.scheme}:// URL is refused; only http(s) is followed"
@@ -245,7 +275,10 @@ class TaskImageFetcher:
             send_key = authorized and self._is_label_studio(url)
             headers = await self._auth_headers() if send_key else {}
             request = self._client.build_request("GET", url, headers=headers)
-            response = await self._client.send(request, stream=True)
+            try:
+                response = await self._client.send(request, stream=True)
+            except DestinationRefusedError as refused:
+                raise _refusal(url, refused, redirected=hop > 0) from None
             try:
                 location = response.headers.get("location")
                 if response.status_code in REDIRECT_STATUSES and location:
@@ -280,6 +313,22 @@ class TaskImageFetcher:
         return self._label_studio is not None and _origin(url) == _origin(self._label_studio)
 
 
+def _refusal(
+    url: httpx.URL, refused: DestinationRefusedError, *, redirected: bool
+) -> ImageDestinationRefusedError:
+    """Names the URL and why, never anything of the destination (nothing was sent there)."""
+    what = f"the redirect to {describe_url(url)}" if redirected else describe_url(url)
+    return ImageDestinationRefusedError(
+        f"{what} is refused: it leads to {_article(refused.kind)} {refused.kind} address, and "
+        "task images are fetched only from public addresses and Label Studio's own URL; "
+        f"{ALLOW_SETTING} allows other hosts or networks"
+    )
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
 def _reason(error: httpx.HTTPError) -> str:
     """Why a request failed; the text only of network errors (others may quote headers)."""
     if isinstance(error, httpx.NetworkError) and str(error):
@@ -308,8 +357,7 @@ def _unsupported(text: str, scheme: str) -> str:
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
-    default_port = {"http": 80, "https": 443}.get(url.scheme)
-    return url.scheme, url.host.lower(), url.port or default_port
+    return url.scheme, url.host.lower(), url.port or _DEFAULT_PORTS.get(url.scheme)
 
 
 def _shown(text: str) -> str:

@@ -15,6 +15,7 @@ from label_studio_sdk.converter.brush import decode_rle
 from label_studio_sdk.label_interface.interface import LabelInterface
 
 from tests.api.helpers import decode, make_settings, post_image, serving, worker_hook_count
+from tests.labeling.image_hosts import Host, elsewhere_routes, host_and_port, running
 from tests.support import TINY_LABELS, image_bytes
 
 WIDTH, HEIGHT = 96, 72
@@ -236,6 +237,43 @@ def test_references_outside_the_root_are_refused(client: TestClient, reference: 
     assert response.status_code == 400, response.text
     assert response.json()["error"]["code"] == "image_reference_refused"
     assert worker_hook_count(client.app) == 0
+
+
+@pytest.fixture
+def image_host() -> Iterator[Host]:
+    """An image server on 127.0.0.1, which camserve must not reach unless allowed."""
+    with running(Host(elsewhere_routes())) as host:
+        yield host
+
+
+@pytest.mark.parametrize(
+    "spelling", ["127.0.0.1", "127.1", "2130706433", "0x7f000001", "[::ffff:127.0.0.1]"]
+)
+def test_a_task_image_on_loopback_is_refused_unfetched(
+    client: TestClient, image_host: Host, spelling: str
+) -> None:
+    """Issue 23: these were fetched ("not an image"), and private addresses' statuses shown."""
+    url = image_host.url("/image.png").replace("127.0.0.1", spelling)
+    response = predict(client, [task(url)], config())
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "image_destination_refused"
+    assert error["message"].startswith(f"{url} is refused")
+    assert "loopback" in error["message"]
+    assert "CAMSERVE_TASK_IMAGE_ALLOW" in error["message"]
+    assert image_host.seen == []
+    assert worker_hook_count(client.app) == 0
+
+
+def test_a_task_image_host_that_is_allowed_is_fetched(models_dir: Path, image_host: Host) -> None:
+    allow = host_and_port(image_host)
+    settings = make_settings(models_dir, default_model="tiny", task_image_allow=allow)
+    with serving(settings) as client:
+        response = predict(client, [task(image_host.url("/image.png"))], config())
+    assert response.status_code == 200, response.text
+    box = next(r for r in response.json()["results"][0]["result"] if "original_width" in r)
+    assert (box["original_width"], box["original_height"]) == (16, 16)
+    assert image_host.paths_seen() == ["/image.png"]
 
 
 def test_oversize_task_image_is_refused(client: TestClient) -> None:

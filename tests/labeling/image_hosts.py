@@ -3,7 +3,7 @@
 ``label_studio_routes`` behave like Label Studio's: uploads behind an API key, the personal
 access token exchange, the storage proxy and the presign endpoint. ``elsewhere_routes`` are a
 third-party host: an image, bodies too large or too slow, redirects and error statuses. Every
-request a host receives is recorded with its ``Authorization`` header.
+request a host receives is recorded with its ``Authorization`` and ``Host`` headers.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class Seen:
     target: str
     """The path with its query, as sent."""
     authorization: str | None
+    host_header: str | None = None
 
 
 Route = Callable[["Host", "_Handler"], None]
@@ -78,7 +79,10 @@ class Host:
         return [urlsplit(request.target).path for request in self.seen]
 
     def answer(self, handler: _Handler) -> None:
-        self.seen.append(Seen(handler.command, handler.path, handler.headers.get("Authorization")))
+        headers = handler.headers
+        self.seen.append(
+            Seen(handler.command, handler.path, headers.get("Authorization"), headers.get("Host"))
+        )
         route = self.routes.get(urlsplit(handler.path).path, _not_found)
         with suppress(BrokenPipeError, ConnectionResetError):  # a client past a size or time limit
             route(self, handler)
@@ -106,6 +110,11 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request: object, client_address: object) -> None:
         """Clients that hang up mid-answer are expected here."""
+
+
+def host_and_port(host: Host) -> str:
+    """``127.0.0.1:<port>``: the host as an allow-list entry."""
+    return host.base_url.removeprefix("http://")
 
 
 @contextmanager

@@ -5,9 +5,15 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+import httpx
 import pytest
 
-from app.labeling.bounded_reads import decode_data_uri, inside_root, read_limited_file
+from app.labeling.bounded_reads import (
+    decode_data_uri,
+    describe_url,
+    inside_root,
+    read_limited_file,
+)
 from app.labeling.task_image_errors import ImageReferenceRefusedError
 from app.serving.errors import PayloadTooLargeError
 
@@ -16,6 +22,21 @@ DATA = bytes(range(256)) * 4
 
 def data_uri(payload: bytes, media_type: str = "image/png") -> str:
     return f"data:{media_type};base64,{base64.b64encode(payload).decode()}"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "https://user:pa55@images.example:8443/a/cat.png?sig=s3cr3t#x",
+            "https://images.example:8443/a/cat.png",
+        ),
+        ("http://[::ffff:127.0.0.1]:8000/metrics", "http://[::ffff:127.0.0.1]:8000/metrics"),
+        ("http://[fe80::1]/", "http://[fe80::1]/"),
+    ],
+)
+def test_a_url_is_described_without_secrets_and_with_ipv6_brackets(url: str, shown: str) -> None:
+    assert describe_url(httpx.URL(url)) == shown
 
 
 def test_a_data_uri_decodes_to_its_bytes_up_to_the_limit() -> None:

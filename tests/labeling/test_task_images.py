@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from app.labeling.task_images import (
     MAX_REDIRECTS,
+    ImageDestinationRefusedError,
     ImageFetchFailedError,
     ImageFetchTimeoutError,
     ImageReferenceRefusedError,
@@ -22,6 +24,7 @@ from app.labeling.task_images import (
 )
 from app.serving.errors import PayloadTooLargeError
 from tests.integration.live import free_port
+from tests.labeling.fake_network import Resolver
 from tests.labeling.image_hosts import (
     ACCESS_TOKEN,
     CLOUD_IMAGE,
@@ -33,6 +36,7 @@ from tests.labeling.image_hosts import (
     STREAM_FOR_S,
     Host,
     elsewhere_routes,
+    host_and_port,
     label_studio_routes,
     make_jwt,
     running,
@@ -72,8 +76,16 @@ def local_root(tmp_path: Path) -> Path:
     return root
 
 
-def config_for(label_studio: Host | None = None, **overrides: Any) -> ImageSourceConfig:
-    values: dict[str, Any] = {"max_bytes": LIMIT, "timeout_s": TIMEOUT_S}
+def config_for(
+    label_studio: Host | None = None, allow: Iterable[Host] = (), **overrides: Any
+) -> ImageSourceConfig:
+    """Label Studio's URL and key from ``label_studio``; the hosts in ``allow`` opened by
+    address and port (every test host is on 127.0.0.1, refused by default)."""
+    values: dict[str, Any] = {
+        "max_bytes": LIMIT,
+        "timeout_s": TIMEOUT_S,
+        "allowed_destinations": tuple(host_and_port(host) for host in allow),
+    }
     if label_studio is not None:
         values.update(label_studio_url=label_studio.base_url, label_studio_api_key=LEGACY_KEY)
     values.update(overrides)
@@ -102,24 +114,26 @@ def local_reference(relative: str) -> str:
 
 
 def test_an_http_url_gives_the_image_and_no_key(label_studio: Host, elsewhere: Host) -> None:
-    assert fetch_one(config_for(label_studio), elsewhere.url("/image.png")) == IMAGE
+    assert (
+        fetch_one(config_for(label_studio, allow=[elsewhere]), elsewhere.url("/image.png")) == IMAGE
+    )
     assert [request.authorization for request in elsewhere.seen] == [None]
 
 
 def test_a_redirect_is_followed(elsewhere: Host) -> None:
-    assert fetch_one(config_for(), elsewhere.url("/to-image")) == IMAGE
+    assert fetch_one(config_for(allow=[elsewhere]), elsewhere.url("/to-image")) == IMAGE
     assert elsewhere.paths_seen() == ["/to-image", "/image.png"]
 
 
 def test_a_redirect_loop_is_cut_off(elsewhere: Host) -> None:
     with pytest.raises(ImageFetchFailedError, match=f"more than {MAX_REDIRECTS} redirects"):
-        fetch_one(config_for(), elsewhere.url("/loop"))
+        fetch_one(config_for(allow=[elsewhere]), elsewhere.url("/loop"))
     assert elsewhere.paths_seen() == ["/loop"] * (MAX_REDIRECTS + 1)
 
 
 def test_a_redirect_to_a_file_url_is_refused(elsewhere: Host) -> None:
     with pytest.raises(ImageReferenceRefusedError, match=r"redirect to a file:// URL") as caught:
-        fetch_one(config_for(), elsewhere.url("/to-a-file"))
+        fetch_one(config_for(allow=[elsewhere]), elsewhere.url("/to-a-file"))
     assert caught.value.code == "image_reference_refused"
 
 
@@ -127,19 +141,22 @@ def test_a_redirect_to_a_file_url_is_refused(elsewhere: Host) -> None:
 def test_an_upstream_error_status_fails_the_fetch(elsewhere: Host, status: int) -> None:
     path = {404: "/missing", 500: "/broken"}[status]
     with pytest.raises(ImageFetchFailedError) as caught:
-        fetch_one(config_for(), elsewhere.url(path))
+        fetch_one(config_for(allow=[elsewhere]), elsewhere.url(path))
     assert caught.value.code == "image_fetch_failed"
     assert caught.value.upstream_status == status
     assert str(caught.value) == f"{elsewhere.url(path)} answered HTTP {status}"
 
 
 def test_a_body_of_exactly_the_limit_is_accepted(elsewhere: Host) -> None:
-    assert fetch_one(config_for(), elsewhere.url("/exactly-the-limit")) == b"x" * LIMIT
+    assert (
+        fetch_one(config_for(allow=[elsewhere]), elsewhere.url("/exactly-the-limit"))
+        == b"x" * LIMIT
+    )
 
 
 def test_a_declared_oversize_body_is_refused_before_reading(elsewhere: Host) -> None:
     with pytest.raises(PayloadTooLargeError, match=f"declares {LIMIT + 1} bytes") as caught:
-        fetch_one(config_for(), elsewhere.url("/declared-too-large"))
+        fetch_one(config_for(allow=[elsewhere]), elsewhere.url("/declared-too-large"))
     assert caught.value.code == "payload_too_large"
 
 
@@ -147,7 +164,9 @@ def test_an_endless_body_without_length_is_cut_off_at_the_limit(elsewhere: Host)
     """The server would stream for seconds; the download stops at the first chunk past it."""
     started = time.monotonic()
     with pytest.raises(PayloadTooLargeError, match=f"sent more than the {LIMIT}-byte limit"):
-        fetch_one(config_for(timeout_s=5.0), elsewhere.url("/undeclared-endless"))
+        fetch_one(
+            config_for(timeout_s=5.0, allow=[elsewhere]), elsewhere.url("/undeclared-endless")
+        )
     assert time.monotonic() - started < STREAM_FOR_S - 1.0
 
 
@@ -173,7 +192,7 @@ def test_the_content_length_is_checked_before_any_body_is_read() -> None:
 def test_a_slow_answer_times_out(elsewhere: Host) -> None:
     started = time.monotonic()
     with pytest.raises(ImageFetchTimeoutError, match=f"within {TIMEOUT_S:g} s") as caught:
-        fetch_one(config_for(), elsewhere.url("/slow"))
+        fetch_one(config_for(allow=[elsewhere]), elsewhere.url("/slow"))
     assert time.monotonic() - started < SLOW_S
     assert caught.value.code == "image_fetch_timeout"
     assert isinstance(caught.value, TimeoutError)
@@ -183,20 +202,22 @@ def test_a_dripping_body_hits_the_overall_deadline(elsewhere: Host) -> None:
     """Each byte comes well within the read timeout; the whole download still has a deadline."""
     started = time.monotonic()
     with pytest.raises(ImageFetchTimeoutError):
-        fetch_one(config_for(), elsewhere.url("/dripping"))
+        fetch_one(config_for(allow=[elsewhere]), elsewhere.url("/dripping"))
     assert TIMEOUT_S <= time.monotonic() - started < STREAM_FOR_S - 1.0
 
 
 def test_a_closed_port_fails_the_fetch() -> None:
+    port = free_port()
+    config = config_for(allowed_destinations=(f"127.0.0.1:{port}",))
     with pytest.raises(ImageFetchFailedError, match="ConnectError") as caught:
-        fetch_one(config_for(), f"http://127.0.0.1:{free_port()}/image.png")
+        fetch_one(config, f"http://127.0.0.1:{port}/image.png")
     assert caught.value.upstream_status is None
 
 
 def test_credentials_and_query_stay_out_of_messages(elsewhere: Host) -> None:
     url = elsewhere.url("/missing?X-Amz-Signature=s3cr3t").replace("//", "//user:pa55w0rd@", 1)
     with pytest.raises(ImageFetchFailedError) as caught:
-        fetch_one(config_for(), url)
+        fetch_one(config_for(allow=[elsewhere]), url)
     assert "/missing answered HTTP 404" in str(caught.value)
     assert "s3cr3t" not in str(caught.value)
     assert "pa55w0rd" not in str(caught.value)
@@ -207,8 +228,89 @@ def test_credentials_and_query_stay_out_of_messages(elsewhere: Host) -> None:
 )
 def test_dot_segments_in_a_url_are_refused(elsewhere: Host, path: str) -> None:
     with pytest.raises(ImageReferenceRefusedError, match=r"contains '\.\.', '\.' or a backslash"):
-        fetch_one(config_for(), elsewhere.url(path))
+        fetch_one(config_for(allow=[elsewhere]), elsewhere.url(path))
     assert elsewhere.seen == []
+
+
+# Destinations: public addresses, Label Studio's own origin, and what is allowed
+
+
+def test_a_loopback_url_is_refused_by_default_and_nothing_is_sent(elsewhere: Host) -> None:
+    url = elsewhere.url("/image.png")
+    with pytest.raises(ImageDestinationRefusedError) as caught:
+        fetch_one(config_for(), url)
+    assert caught.value.code == "image_destination_refused"
+    assert str(caught.value) == (
+        f"{url} is refused: it leads to a loopback address, and task images are fetched only "
+        "from public addresses and Label Studio's own URL; CAMSERVE_TASK_IMAGE_ALLOW allows "
+        "other hosts or networks"
+    )
+    assert elsewhere.seen == []
+
+
+def test_a_loopback_url_is_served_once_its_address_and_port_are_allowed(elsewhere: Host) -> None:
+    assert fetch_one(config_for(allow=[elsewhere]), elsewhere.url("/image.png")) == IMAGE
+
+
+def test_a_redirect_to_a_port_not_allowed_is_refused(label_studio: Host, elsewhere: Host) -> None:
+    """``label_studio`` is only another loopback server here (no Label Studio URL is set)."""
+    with pytest.raises(ImageDestinationRefusedError) as caught:
+        fetch_one(config_for(allow=[elsewhere]), elsewhere.url("/to-label-studio"))
+    target = label_studio.url("/data/upload/1/cat.png")
+    assert str(caught.value).startswith(f"the redirect to {target} is refused: it leads to a loop")
+    assert "401" not in str(caught.value)
+    assert elsewhere.paths_seen() == ["/to-label-studio"]
+    assert label_studio.seen == []
+
+
+def test_label_studio_s_own_origin_needs_no_allowing(label_studio: Host, elsewhere: Host) -> None:
+    config = config_for(label_studio)
+    assert fetch_one(config, label_studio.url("/data/upload/1/cat.png")) == IMAGE
+    with pytest.raises(ImageDestinationRefusedError, match="loopback"):
+        fetch_one(config, elsewhere.url("/image.png"))
+    assert elsewhere.seen == []
+
+
+def test_a_host_name_resolving_to_loopback_is_refused(
+    elsewhere: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Resolver({"images.test": [["127.0.0.1"]]}).install(monkeypatch)
+    url = elsewhere.url("/image.png").replace("127.0.0.1", "images.test")
+    with pytest.raises(ImageDestinationRefusedError, match="leads to a loopback address"):
+        fetch_one(config_for(), url)
+    assert elsewhere.seen == []
+
+
+def test_a_name_is_resolved_once_and_the_checked_address_is_used(
+    elsewhere: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name answers an allowed address to the check and a private one afterwards (DNS
+    rebinding): the request goes to the checked address, with the name as its Host header, and
+    the next connection is checked again on the new answer."""
+    resolver = Resolver({"images.test": [["127.0.0.1"], ["10.0.0.1"]]}).install(monkeypatch)
+    url = elsewhere.url("/image.png").replace("127.0.0.1", "images.test")
+    config = config_for(allow=[elsewhere])
+
+    async def fetch_twice() -> tuple[bytes, Exception]:
+        async with TaskImageFetcher(config) as fetcher:
+            first = await fetcher.fetch(url)
+            with pytest.raises(ImageDestinationRefusedError, match="a private address") as caught:
+                await fetcher.fetch(url)
+            return first, caught.value
+
+    first, _ = asyncio.run(fetch_twice())
+    assert first == IMAGE
+    assert resolver.asked.count("images.test") == 2
+    assert [request.host_header for request in elsewhere.seen] == [urlsplit(url).netloc]
+
+
+def test_an_allowed_host_name_is_trusted_whatever_it_resolves_to(
+    elsewhere: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Resolver({"images.test": [["127.0.0.1"]]}).install(monkeypatch)
+    url = elsewhere.url("/image.png").replace("127.0.0.1", "images.test")
+    port = urlsplit(url).port
+    assert fetch_one(config_for(allowed_destinations=(f"images.test:{port}",)), url) == IMAGE
 
 
 # Label Studio paths and its API key
@@ -314,7 +416,10 @@ def test_an_absolute_url_on_label_studio_gets_the_key(label_studio: Host) -> Non
 def test_the_key_does_not_follow_a_redirect_off_label_studio(
     label_studio: Host, elsewhere: Host
 ) -> None:
-    assert fetch_one(config_for(label_studio), "/data/upload/1/elsewhere.png") == IMAGE
+    assert (
+        fetch_one(config_for(label_studio, allow=[elsewhere]), "/data/upload/1/elsewhere.png")
+        == IMAGE
+    )
     assert [(r.target, r.authorization) for r in elsewhere.seen] == [("/image.png", None)]
 
 
@@ -322,7 +427,7 @@ def test_a_third_party_redirect_to_label_studio_gets_no_key(
     label_studio: Host, elsewhere: Host
 ) -> None:
     with pytest.raises(ImageFetchFailedError, match="answered HTTP 401") as caught:
-        fetch_one(config_for(label_studio), elsewhere.url("/to-label-studio"))
+        fetch_one(config_for(label_studio, allow=[elsewhere]), elsewhere.url("/to-label-studio"))
     assert caught.value.upstream_status == 401
     assert [request.authorization for request in label_studio.seen] == [None]
 
@@ -338,7 +443,10 @@ def test_an_upload_missing_from_disk_comes_through_the_storage_proxy(label_studi
 def test_a_cloud_uri_is_fetched_through_the_presign_endpoint(
     label_studio: Host, elsewhere: Host
 ) -> None:
-    assert fetch_one(config_for(label_studio), "s3://bucket/cat.png", task_id=7) == IMAGE
+    assert (
+        fetch_one(config_for(label_studio, allow=[elsewhere]), "s3://bucket/cat.png", task_id=7)
+        == IMAGE
+    )
     fileuri = base64.urlsafe_b64encode(b"s3://bucket/cat.png").decode()
     assert [(r.target, r.authorization) for r in label_studio.seen] == [
         (f"/tasks/7/presign/?fileuri={fileuri}", f"Token {LEGACY_KEY}")
