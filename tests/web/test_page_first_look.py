@@ -198,3 +198,25 @@ def test_after_a_sample_is_explained_the_results_follow_the_image(
     else:
         assert samples["x"] >= drop_zone["x"] + drop_zone["width"], "beside the image"
         assert card["y"] >= samples["y"] + samples["height"]
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_a_tall_image_is_shown_whole_within_the_screen(web: WebPage, viewport: str) -> None:
+    size: ViewportSize = VIEWPORTS[viewport]
+    web.page.set_viewport_size(size)
+    web.page.select_option("#model", "tiny")
+    with web.page.expect_response(is_explain) as response:
+        web.page.locator("#sample-list .sample[data-sample$='/star.jpg']").click()
+    web.wait_until_idle()
+    width, height = response.value.json()["width"], response.value.json()["height"]
+    assert height >= 3 * width, "the star sample is a tall image"
+    web.screenshot("tall")
+
+    canvas = box_of(web, "#results .card canvas")
+    assert canvas["height"] <= 0.7 * size["height"] + 1, canvas
+    fit = web.page.eval_on_selector(
+        "#results .card canvas", "(canvas) => getComputedStyle(canvas).objectFit"
+    )
+    assert fit == "contain", "drawn whole, in its own proportions"
+    caption = box_of(web, "#results .card figcaption")
+    assert caption["y"] - canvas["y"] <= 0.7 * size["height"] + 20
