@@ -8,6 +8,7 @@ The server (shared with the other page tests) has a model whose checkpoint is mi
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ import pytest
 from playwright.sync_api import FloatRect, Route, ViewportSize, expect
 
 from tests.integration.live import LiveServer
+from tests.support import image_bytes
 from tests.web.pages import BROKEN_MODEL, DESKTOP, PHONE, WebPage, is_explain
 
 pytestmark = pytest.mark.slow
@@ -220,3 +222,25 @@ def test_a_tall_image_is_shown_whole_within_the_screen(web: WebPage, viewport: s
     assert fit == "contain", "drawn whole, in its own proportions"
     caption = box_of(web, "#results .card figcaption")
     assert caption["y"] - canvas["y"] <= 0.7 * size["height"] + 20
+
+
+def test_the_sample_being_explained_is_marked_until_another_image_is_chosen(
+    web: WebPage, tmp_path: Path
+) -> None:
+    web.page.select_option("#model", "tiny")
+    buttons = web.page.locator("#sample-list .sample")
+    chosen = web.page.locator("#sample-list .sample[aria-current='true']")
+    expect(chosen).to_have_count(0)
+
+    with web.page.expect_response(is_explain):
+        buttons.nth(1).click()
+    web.wait_until_idle()
+    expect(chosen).to_have_count(1)
+    assert chosen.get_attribute("data-sample") == buttons.nth(1).get_attribute("data-sample")
+    border = "(button) => getComputedStyle(button).borderTopColor"
+    assert chosen.evaluate(border) != buttons.nth(0).evaluate(border)
+
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(image_bytes(90, 70, seed=5))
+    web.upload(photo)
+    expect(chosen).to_have_count(0)

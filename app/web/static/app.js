@@ -9,7 +9,7 @@ import { ResultsGrid } from './grid.js';
 import { watchImageInput } from './imageinput.js';
 import { isRemembered, storedKey, storeKey } from './keystore.js';
 import { decodeHeatmap, decodeImage, loadColormaps } from './pixels.js';
-import { listSamples, sampleFile, showSamples } from './samples.js';
+import { listSamples, markChosenSample, sampleFile, showSamples } from './samples.js';
 import { Zoom } from './zoom.js';
 
 const COLORMAPS_URL = '/static/colormaps.json';
@@ -85,7 +85,7 @@ async function start() {
   state.appliedKey = ui.key.value.trim();
   showKeyState();
   bindControls();
-  watchImageInput({ dropZone: ui.dropZone, fileInput: ui.fileInput, onFile: chooseFile });
+  watchImageInput({ dropZone: ui.dropZone, fileInput: ui.fileInput, onFile: (file) => chooseFile(file) });
   offerSamples();
   try {
     state.colormaps = await loadColormaps(COLORMAPS_URL);
@@ -226,7 +226,8 @@ function fillColormaps() {
 
 // ---------------------------------------------------------------------------- the image
 
-function chooseFile(file) {
+/** Explain `file`; `sampleUrl` names the sample it is, if it is one. */
+function chooseFile(file, sampleUrl = null) {
   state.file = file;
   state.fileStem = (file.name || 'image').replace(/\.[^.]*$/, '') || 'image';
   state.decoded = decodeImage(file).catch(() => null);
@@ -235,6 +236,7 @@ function chooseFile(file) {
   showFile(file);
   // On a phone the results now come right under the image, the samples after them.
   ui.layout.classList.add('has-image');
+  markChosenSample(ui.sampleList, sampleUrl);
   forgetPredictions();
   state.cards = [];
   ui.results.replaceChildren();
@@ -266,7 +268,7 @@ async function offerSamples() {
 
 async function chooseSample(sample) {
   try {
-    chooseFile(await sampleFile(sample));
+    chooseFile(await sampleFile(sample), sample.url);
   } catch (error) {
     showError(error);
   }

@@ -77,3 +77,11 @@ function sampleButton(sample, onChoose) {
   button.addEventListener('click', () => onChoose(sample));
   return button;
 }
+
+/** Mark the sample whose URL is `url` as the one shown (none when `url` is null). */
+export function markChosenSample(list, url) {
+  for (const button of list.querySelectorAll('.sample')) {
+    if (button.dataset.sample === url) button.setAttribute('aria-current', 'true');
+    else button.removeAttribute('aria-current');
+  }
+}
