@@ -4,7 +4,7 @@ The scenes come from the held-out generator settings (colours the demo model nev
 the gradient background, the easier of the two held-out textures), at sizes and aspect ratios a
 photo might have, saved as small JPEGs:
 
-    .venv/bin/python scripts/make_samples.py [app/web/static/samples]
+    .venv/bin/python scripts/make_samples.py [app/web/static/samples/shapes]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from PIL import Image
 
 from app.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, scene_at
 
-SAMPLES_DIR = Path(__file__).resolve().parents[1] / "app" / "web" / "static" / "samples"
+SAMPLES_DIR = Path(__file__).resolve().parents[1] / "app" / "web" / "static" / "samples" / "shapes"
 SAMPLE_SEED = 2026
 SAMPLE_SETTINGS = replace(HELD_OUT_SCENES, long_side=(240, 400), textures=("gradient",))
 JPEG_QUALITY = 80

@@ -1,6 +1,10 @@
 """Routes of the browser page: ``/`` (the HTML), ``/static/<file>``, the colormap tables, and
 the sample images (``/static/samples.json`` lists those in ``static/samples/``).
 
+The samples' groups come from the folder: each sub-folder of ``static/samples/`` is a group
+named after it (``photos/``, ``shapes/``), shown under its own heading on the page; images
+directly in ``static/samples/`` belong to no group. Adding a group is adding a folder.
+
 The files in ``static/`` are plain HTML, CSS and JavaScript modules (no build step, nothing
 fetched from elsewhere). Each gets its own fixed route, found when this module is imported, so
 nothing outside that folder can be asked for and the request metrics keep a fixed set of route
@@ -80,12 +84,15 @@ def asset_paths() -> dict[str, Path]:
 
 
 def sample_paths() -> dict[str, Path]:
-    """Every sample image, by URL path, in the order of their names."""
+    """Every sample image, by URL path: the groups' in the order of the groups' folder names,
+    then those in no group; within each, in the order of their names."""
     if not SAMPLES_DIR.is_dir():
         return {}
+    groups = [path for path in sorted(SAMPLES_DIR.iterdir()) if path.is_dir()]
     return {
-        SAMPLE_PREFIX + path.name: path
-        for path in sorted(SAMPLES_DIR.iterdir())
+        SAMPLE_PREFIX + path.relative_to(SAMPLES_DIR).as_posix(): path
+        for folder in (*groups, SAMPLES_DIR)
+        for path in sorted(folder.iterdir())
         if path.is_file() and path.suffix.lower() in SAMPLE_MEDIA_TYPES
     }
 
@@ -124,17 +131,23 @@ async def colormaps() -> JSONResponse:
 
 @router.get(SAMPLES_PATH)
 async def samples() -> JSONResponse:
-    """The sample images the page offers: ``{"samples": [{"name", "url", "bytes"}, ...]}``, where
-    the name is the file's stem with ``-`` and ``_`` read as spaces."""
+    """The sample images the page offers: ``{"samples": [{"name", "url", "bytes", "group"},
+    ...]}``, where the name is the file's stem and the group its sub-folder's name (``null`` for
+    an image directly in ``static/samples/``), both with ``-`` and ``_`` read as spaces."""
     listed = [
-        {"name": _sample_name(path), "url": url, "bytes": path.stat().st_size}
+        {
+            "name": _readable(path.stem),
+            "url": url,
+            "bytes": path.stat().st_size,
+            "group": None if path.parent == SAMPLES_DIR else _readable(path.parent.name),
+        }
         for url, path in sample_paths().items()
     ]
     return JSONResponse({"samples": listed}, headers=COMMON_HEADERS)
 
 
-def _sample_name(path: Path) -> str:
-    return " ".join(path.stem.replace("_", " ").replace("-", " ").split())
+def _readable(name: str) -> str:
+    return " ".join(name.replace("_", " ").replace("-", " ").split())
 
 
 def _add_file_routes() -> None:

@@ -20,7 +20,7 @@ from app.serving.served_models import find_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "models"
-SAMPLES = ROOT / "app" / "web" / "static" / "samples"
+SAMPLES = ROOT / "app" / "web" / "static" / "samples" / "shapes"
 FRESH_SEED = 7
 MODERATE_SIZES = replace(HELD_OUT_SCENES, long_side=(64, 640))
 """Held-out settings with images up to 640 pixels, so that drawing them stays quick."""

@@ -1,4 +1,4 @@
-"""The sample images in app/web/static/samples are the ones scripts/make_samples.py writes."""
+"""The shape samples in app/web/static/samples/shapes are what scripts/make_samples.py writes."""
 
 from __future__ import annotations
 

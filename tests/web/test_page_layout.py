@@ -18,7 +18,7 @@ import pytest
 from numpy.typing import NDArray
 from playwright.sync_api import FloatRect, expect
 
-from app.web.routes import SAMPLES_DIR
+from app.web.routes import SAMPLE_PREFIX, SAMPLES_DIR
 from tests.integration.live import LiveServer
 from tests.support import image_bytes
 from tests.web.pages import (
@@ -228,7 +228,7 @@ def test_a_sample_is_explained_as_if_it_were_uploaded(web: WebPage, server: Live
     buttons = web.page.locator("#sample-list .sample")
     expect(buttons).to_have_text([sample["name"] for sample in listed])
     sample = listed[-1]
-    path = SAMPLES_DIR / sample["url"].rsplit("/", 1)[1]
+    path = SAMPLES_DIR / sample["url"].removeprefix(SAMPLE_PREFIX)
     web.page.select_option("#model", "tiny")
 
     with web.page.expect_response(is_explain) as response:

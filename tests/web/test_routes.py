@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from app.engine.images.colormaps import COLORMAPS, colormap_table
+from app.web import routes
 from app.web.routes import (
     COLORMAPS_PATH,
     SAMPLE_PREFIX,
@@ -120,10 +121,16 @@ def test_the_samples_are_listed_and_served_as_images(client: TestClient) -> None
 
     assert response.status_code == 200
     listed = response.json()["samples"]
-    files = sorted(path for path in SAMPLES_DIR.iterdir() if path.suffix in {".jpg", ".png"})
-    assert len(listed) >= 3
-    assert [sample["url"] for sample in listed] == [SAMPLE_PREFIX + path.name for path in files]
-    for sample, path in zip(listed, files, strict=True):
+    shapes = sorted((SAMPLES_DIR / "shapes").glob("*.jpg"))
+    assert [path.stem for path in shapes] == ["circle", "cross", "square", "star", "triangle"]
+    shown = [sample for sample in listed if sample["group"] == "shapes"]
+    assert [sample["url"] for sample in shown] == [
+        f"{SAMPLE_PREFIX}shapes/{path.name}" for path in shapes
+    ]
+    files = [path for path in SAMPLES_DIR.rglob("*") if path.suffix in {".jpg", ".png"}]
+    assert len(listed) == len(files)
+    for sample in listed:
+        path = SAMPLES_DIR / sample["url"].removeprefix(SAMPLE_PREFIX)
         assert sample["name"] == path.stem.replace("-", " ").replace("_", " ")
         assert sample["bytes"] == path.stat().st_size < 50_000
         image = client.get(sample["url"])
@@ -135,6 +142,29 @@ def test_the_samples_are_listed_and_served_as_images(client: TestClient) -> None
         with Image.open(io.BytesIO(image.content)) as decoded:
             assert min(decoded.size) >= 64
     assert_error(client.get(SAMPLE_PREFIX + "nope.jpg"), 404, "not_found")
+    assert_error(client.get(SAMPLE_PREFIX + "circle.jpg"), 404, "not_found")
+
+
+def test_each_sub_folder_of_the_samples_is_a_group(
+    client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for relative in ("zebra.png", "still_life/b.jpg", "still_life/a.jpg", "animals/owl.webp"):
+        (tmp_path / relative).parent.mkdir(exist_ok=True)
+        (tmp_path / relative).write_bytes(b"image")
+    (tmp_path / "animals" / "notes.txt").write_text("not an image")
+    (tmp_path / "animals" / "deeper").mkdir()
+    (tmp_path / "animals" / "deeper" / "hidden.jpg").write_bytes(b"image")
+    monkeypatch.setattr(routes, "SAMPLES_DIR", tmp_path)
+
+    listed = client.get(SAMPLES_PATH).json()["samples"]
+
+    assert [(sample["group"], sample["name"], sample["url"]) for sample in listed] == [
+        ("animals", "owl", f"{SAMPLE_PREFIX}animals/owl.webp"),
+        ("still life", "a", f"{SAMPLE_PREFIX}still_life/a.jpg"),
+        ("still life", "b", f"{SAMPLE_PREFIX}still_life/b.jpg"),
+        (None, "zebra", f"{SAMPLE_PREFIX}zebra.png"),
+    ]
+    assert all(sample["bytes"] == len(b"image") for sample in listed)
 
 
 def test_only_the_static_files_are_reachable(client: TestClient) -> None:

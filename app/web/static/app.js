@@ -4,11 +4,12 @@
 
 import { Api } from './api.js';
 import { ExplanationCard, methodName, percent } from './cards.js';
+import { showFailedModels } from './failedmodels.js';
 import { ResultsGrid } from './grid.js';
 import { watchImageInput } from './imageinput.js';
 import { isRemembered, storedKey, storeKey } from './keystore.js';
 import { decodeHeatmap, decodeImage, loadColormaps } from './pixels.js';
-import { listSamples, sampleFile } from './samples.js';
+import { listSamples, markChosenSample, sampleFile, showSamples } from './samples.js';
 import { Zoom } from './zoom.js';
 
 const COLORMAPS_URL = '/static/colormaps.json';
@@ -20,6 +21,7 @@ const INCLUDE = 'heatmap,boxes';
 
 const byId = (id) => document.getElementById(id);
 const ui = {
+  layout: byId('layout'),
   controls: byId('controls'),
   keyPanel: byId('key-panel'),
   keyState: byId('key-state'),
@@ -27,8 +29,7 @@ const ui = {
   remember: byId('remember-key'),
   model: byId('model'),
   modelDescription: byId('model-description'),
-  failedModels: byId('failed-models'),
-  failedList: byId('failed-list'),
+  failedModels: { note: byId('failed-models'), summary: byId('failed-summary'), list: byId('failed-list') },
   layer: byId('layer'),
   methods: byId('methods'),
   classes: byId('classes'),
@@ -84,7 +85,7 @@ async function start() {
   state.appliedKey = ui.key.value.trim();
   showKeyState();
   bindControls();
-  watchImageInput({ dropZone: ui.dropZone, fileInput: ui.fileInput, onFile: chooseFile });
+  watchImageInput({ dropZone: ui.dropZone, fileInput: ui.fileInput, onFile: (file) => chooseFile(file) });
   offerSamples();
   try {
     state.colormaps = await loadColormaps(COLORMAPS_URL);
@@ -145,7 +146,7 @@ async function loadModels() {
     const { models, failed } = await api.models(request.signal);
     state.models = models;
     if (fillModels()) forgetPredictions();
-    showFailedModels(failed);
+    showFailedModels(ui.failedModels, failed);
     clearError();
     if (models.length === 0) noModelsYet(failed);
     else if (!state.file) setStatus('');
@@ -164,21 +165,6 @@ function askForKey() {
   ui.keyState.textContent = '(this server needs one)';
   ui.keyPanel.open = true;
   ui.key.focus();
-}
-
-/** Each model that failed to load, with the server's reason (and its fix). */
-function showFailedModels(failed) {
-  const entries = Object.entries(failed ?? {});
-  ui.failedModels.hidden = entries.length === 0;
-  ui.failedList.replaceChildren(
-    ...entries.map(([name, why]) => {
-      const item = document.createElement('li');
-      const strong = document.createElement('strong');
-      strong.textContent = name;
-      item.append(strong, `: ${why}`);
-      return item;
-    }),
-  );
 }
 
 function noModelsYet(failed) {
@@ -240,13 +226,17 @@ function fillColormaps() {
 
 // ---------------------------------------------------------------------------- the image
 
-function chooseFile(file) {
+/** Explain `file`; `sampleUrl` names the sample it is, if it is one. */
+function chooseFile(file, sampleUrl = null) {
   state.file = file;
   state.fileStem = (file.name || 'image').replace(/\.[^.]*$/, '') || 'image';
   state.decoded = decodeImage(file).catch(() => null);
   state.original = null;
   state.size = null;
   showFile(file);
+  // On a phone the results now come right under the image, the samples after them.
+  ui.layout.classList.add('has-image');
+  markChosenSample(ui.sampleList, sampleUrl);
   forgetPredictions();
   state.cards = [];
   ui.results.replaceChildren();
@@ -272,27 +262,16 @@ async function offerSamples() {
   } catch {
     return; // the samples are a convenience: without them the page works as before
   }
-  ui.sampleList.replaceChildren(...samples.map(sampleButton));
+  showSamples(ui.sampleList, samples, chooseSample);
   ui.samples.hidden = samples.length === 0;
 }
 
-function sampleButton(sample) {
-  const button = document.createElement('button');
-  button.type = 'button';
-  button.className = 'sample';
-  button.dataset.sample = sample.url;
-  const thumbnail = document.createElement('img');
-  thumbnail.src = sample.url;
-  thumbnail.alt = '';
-  button.append(thumbnail, sample.name);
-  button.addEventListener('click', async () => {
-    try {
-      chooseFile(await sampleFile(sample));
-    } catch (error) {
-      showError(error);
-    }
-  });
-  return button;
+async function chooseSample(sample) {
+  try {
+    chooseFile(await sampleFile(sample), sample.url);
+  } catch (error) {
+    showError(error);
+  }
 }
 
 function forgetPredictions() {
