@@ -8,7 +8,7 @@ so a script that only writes files or only reads boxes never decodes an image.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -68,13 +68,13 @@ class Explanation:
     label: str
     probability: float
     class_agnostic: bool = False
-    overlay_data: bytes | None = None
+    overlay_data: bytes | None = field(default=None, repr=False)
     """The overlay as the server encoded it (PNG, JPEG or WebP: ``overlay_media_type``)."""
     overlay_media_type: str | None = None
-    heatmap_data: bytes | None = None
+    heatmap_data: bytes | None = field(default=None, repr=False)
     """The heatmap as an 8-bit grayscale PNG."""
-    mask_data: bytes | None = None
-    raw_map: NDArray[np.float32] | None = None
+    mask_data: bytes | None = field(default=None, repr=False)
+    raw_map: NDArray[np.float32] | None = field(default=None, repr=False)
     """The normalised map at the layer's resolution."""
     boxes: tuple[Box, ...] | None = None
     polygons: tuple[tuple[tuple[int, int], ...], ...] | None = None
@@ -142,7 +142,7 @@ class ExplainResult:
 class CamResult:
     """The answer of ``POST /v1/cam``: the overlay and, from its headers, what it explains."""
 
-    overlay_data: bytes
+    overlay_data: bytes = field(repr=False)
     media_type: str
     model: str
     method: str
