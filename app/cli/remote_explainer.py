@@ -9,6 +9,7 @@ other (the server unreachable, a wrong key, an unknown model or parameter) ends 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from pathlib import Path
 
 from app.cli.folder_explainer import ExplainOptions, FileResult, file_name_part
@@ -46,18 +47,18 @@ def explain_remotely(
     ``output_dir`` (``model``: one of the server's, default its default); raises the first
     error that is not about one file."""
     results: list[FileResult] = []
-    outcomes = client.explain_each(
-        [item.path for item in files], concurrency=concurrency, **request_options(options, model)
-    )
-    for item, outcome in zip(files, outcomes, strict=True):
-        if isinstance(outcome, FILE_ERRORS):
-            result = FileResult(str(item.path), error=outcome.message)
-        elif isinstance(outcome, CamserveError):
-            raise outcome
-        else:
-            result = _write_result(item, outcome, output_dir, options)
-        results.append(result)
-        on_done(result)
+    sources = [item.path for item in files]
+    request = request_options(options, model)
+    with closing(client.explain_each(sources, concurrency=concurrency, **request)) as outcomes:
+        for item, outcome in zip(files, outcomes, strict=True):
+            if isinstance(outcome, FILE_ERRORS):
+                result = FileResult(str(item.path), error=outcome.message)
+            elif isinstance(outcome, CamserveError):
+                raise outcome
+            else:
+                result = _write_result(item, outcome, output_dir, options)
+            results.append(result)
+            on_done(result)
     return results
 
 

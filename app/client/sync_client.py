@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Unpack
@@ -71,9 +71,10 @@ class Client:
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         **options: Unpack[ExplainOptions],
-    ) -> Iterator[ExplainResult | CamserveError]:
+    ) -> Generator[ExplainResult | CamserveError, None, None]:
         """Each image's result, or its error, in the order of ``images``, with ``concurrency``
-        requests in flight."""
+        requests in flight. Closing the generator early cancels the requests not yet sent and
+        waits for those in flight."""
 
         def outcome(image: ImageInput) -> ExplainResult | CamserveError:
             try:
