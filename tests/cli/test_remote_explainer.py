@@ -71,7 +71,7 @@ def test_through_a_server_the_files_are_those_of_a_local_run(
     assert sorted(remote) == sorted(local)
     for name, pixels in remote.items():
         difference = np.abs(pixels.astype(int) - local[name].astype(int)).max()
-        assert difference <= 1, name
+        assert difference == 0, name
     for local_row, remote_row in zip(local_rows, remote_rows, strict=True):
         assert remote_row["source"] == local_row["source"]
         assert (remote_row["classes"], remote_row["labels"]) == (
