@@ -57,9 +57,10 @@ class Box:
     """The map's mean over the region, 0 to 1."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Explanation:
-    """One map: a method on a layer for one explained class, with what ``include`` asked for."""
+    """One map: a method on a layer for one explained class, with what ``include`` asked for
+    (compared by identity: it holds arrays)."""
 
     method: str
     layer: str
