@@ -6,7 +6,18 @@ import ast
 from pathlib import Path
 
 APP = Path(__file__).resolve().parents[1] / "app"
-LAYERS = ["cli", "cluster", "api", "web", "labeling", "quality", "serving", "config", "engine"]
+LAYERS = [
+    "cli",
+    "cluster",
+    "api",
+    "web",
+    "labeling",
+    "quality",
+    "serving",
+    "config",
+    "engine",
+    "client",
+]
 """Top to bottom, as in docs/design.md's layout table."""
 
 

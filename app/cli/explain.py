@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -23,6 +23,9 @@ from app.cli.common import (
     progress_bar,
 )
 from app.cli.folder_explainer import ExplainOptions, FileResult, explain_files, write_summary
+from app.cli.remote_explainer import explain_remotely
+from app.client import CamserveError as ClientError
+from app.client import Client
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
@@ -63,6 +66,19 @@ def explain(
     ] = None,
     device: DeviceOption = "auto",
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            help="A running camserve (http://host:8000) to explain through, instead "
+            "of loading the model here; --model names one of its models."
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="CAMSERVE_API_KEY", help="With --server: its API key.")
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="With --server: requests in flight at once.")
+    ] = 4,
 ) -> None:
     """Write CAM overlays (and optionally heatmaps and a summary) for images and folders.
 
@@ -84,14 +100,14 @@ def explain(
         heatmaps=heatmaps,
         batch_size=batch_size or 1,
     )
-    try:
-        loaded = load_chosen_model(models_dir, model, architecture, weights, layer)
-        engine = CamEngine.from_loaded(loaded, device=device)
-        if batch_size is None and engine.device.type != "cpu":
-            options = replace(options, batch_size=GPU_BATCH_SIZE)
-        results = _run_with_progress(engine, files, output, options)
-    except CamserveError as error:
-        raise fail(str(error)) from error
+    if server is not None:
+        if architecture is not None:
+            raise fail("--server explains with the server's models; name one with --model")
+        results = _run_remotely(Server(server, api_key, model, concurrency), files, output, options)
+    else:
+        results = _run_locally(
+            models_dir, (model, architecture, weights), device, files, output, options, batch_size
+        )
     if summary is not None:
         write_summary(results, summary)
     failed = [r for r in results if r.error]
@@ -102,6 +118,57 @@ def explain(
     console.print(f"explained {len(results) - len(failed)} of {len(results)} images into {output}")
     if failed:
         raise fail(f"{len(failed)} of {len(results)} files skipped (listed above)")
+
+
+@dataclass(frozen=True)
+class Server:
+    """Where ``--server`` sends the files, and how."""
+
+    url: str
+    api_key: str | None
+    model: str | None
+    concurrency: int
+
+
+def _run_locally(
+    models_dir: Path,
+    chosen: tuple[str | None, str | None, str],
+    device: str,
+    files: list[InputFile],
+    output: Path,
+    options: ExplainOptions,
+    batch_size: int | None,
+) -> list[FileResult]:
+    """Load the model (``chosen``: --model, --architecture, --weights) and explain here."""
+    model, architecture, weights = chosen
+    try:
+        loaded = load_chosen_model(models_dir, model, architecture, weights, options.layer)
+        engine = CamEngine.from_loaded(loaded, device=device)
+        if batch_size is None and engine.device.type != "cpu":
+            options = replace(options, batch_size=GPU_BATCH_SIZE)
+        return _run_with_progress(engine, files, output, options)
+    except CamserveError as error:
+        raise fail(str(error)) from error
+
+
+def _run_remotely(
+    server: Server, files: list[InputFile], output: Path, options: ExplainOptions
+) -> list[FileResult]:
+    """Send the files to ``server`` and write its answers as a local run would."""
+    try:
+        with Client(server.url, server.api_key) as client, progress_bar("explaining") as bar:
+            task = bar.add_task("explaining", total=len(files))
+            return explain_remotely(
+                client,
+                files,
+                output,
+                options,
+                model=server.model,
+                concurrency=server.concurrency,
+                on_done=lambda _r: bar.advance(task),
+            )
+    except ClientError as error:
+        raise fail(f"{server.url}: {error}") from error
 
 
 def _run_with_progress(

@@ -24,7 +24,7 @@ from app.engine.images.image_files import InputFile
 from app.engine.images.imaging import DecodedImage, decode_image, encode_image
 from app.engine.images.render import RenderOptions
 
-__all__ = ["ExplainOptions", "FileResult", "explain_files", "write_summary"]
+__all__ = ["ExplainOptions", "FileResult", "explain_files", "file_name_part", "write_summary"]
 
 
 UNSAFE_IN_NAMES = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -163,7 +163,7 @@ def _write_outputs(
     written: list[str] = []
     for rank in range(overlays.shape[0]):
         base = folder / "_".join(
-            _file_name_part(part) for part in (item.relative.stem, method, labels[rank])
+            file_name_part(part) for part in (item.relative.stem, method, labels[rank])
         )
         overlay_path = base.with_name(f"{base.name}_overlay.{options.format}")
         overlay_path.write_bytes(encode_image(overlays[rank], options.format))
@@ -175,7 +175,7 @@ def _write_outputs(
     return written
 
 
-def _file_name_part(text: str) -> str:
+def file_name_part(text: str) -> str:
     """``text`` safe in a file name on every system: runs of other characters become '-'."""
     return UNSAFE_IN_NAMES.sub("-", text).strip("-") or "-"
 

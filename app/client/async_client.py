@@ -1,0 +1,128 @@
+"""``AsyncClient``: camserve over HTTP from asyncio code (notebooks, async pipelines)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Unpack
+
+import httpx
+
+from app.client.answers import cam_result, explain_result, model_list
+from app.client.calls import (
+    DEFAULT_TIMEOUT_S,
+    RETRYABLE_TRANSPORT_ERRORS,
+    Call,
+    client_settings,
+    connection_failed,
+    error_of,
+    wait_after,
+)
+from app.client.errors import CamserveError
+from app.client.inputs import ImageInput, upload_of
+from app.client.options import CamOptions, ExplainOptions, cam_params, explain_params
+from app.client.progress import progress_bar
+from app.client.results import CamResult, ExplainResult, ModelList
+from app.client.retry import RetryPolicy, RetryState
+from app.client.sync_client import DEFAULT_CONCURRENCY
+
+__all__ = ["AsyncClient"]
+
+
+class AsyncClient:
+    """``Client``'s calls as coroutines, on one ``httpx.AsyncClient``; close it with
+    ``await client.aclose()``, or use it in ``async with``."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self._http = httpx.AsyncClient(
+            transport=transport, **client_settings(url, api_key, timeout_s)
+        )
+        self._sleep = sleep
+
+    async def explain(self, image: ImageInput, **options: Unpack[ExplainOptions]) -> ExplainResult:
+        """``POST /v1/explain``: predictions and, per method, layer and class, the maps."""
+        call = Call("POST", "/v1/explain", explain_params(options), upload_of(image))
+        return explain_result((await self._send(call)).json())
+
+    async def cam(self, image: ImageInput, **options: Unpack[CamOptions]) -> CamResult:
+        """``POST /v1/cam``: the overlay alone, with the class it explains."""
+        call = Call("POST", "/v1/cam", cam_params(options), upload_of(image))
+        response = await self._send(call)
+        return cam_result(response.content, response.headers)
+
+    async def models(self) -> ModelList:
+        """``GET /v1/models``: the served models, and those that failed to load."""
+        return model_list((await self._send(Call("GET", "/v1/models"))).json())
+
+    async def explain_many(
+        self,
+        images: Sequence[ImageInput],
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        progress: bool = True,
+        **options: Unpack[ExplainOptions],
+    ) -> list[ExplainResult | CamserveError]:
+        """``explain`` for every image, ``concurrency`` at a time, with a progress bar on
+        stderr (``progress=False``: none); each image's result or its error, in order."""
+        slots = asyncio.Semaphore(max(1, concurrency))
+
+        async def outcome(
+            image: ImageInput, advance: Callable[[], None]
+        ) -> ExplainResult | CamserveError:
+            async with slots:
+                result: ExplainResult | CamserveError
+                try:
+                    result = await self.explain(image, **options)
+                except CamserveError as error:
+                    result = error
+                advance()
+                return result
+
+        with progress_bar(len(images), enabled=progress, description="explaining") as advance:
+            return list(await asyncio.gather(*(outcome(image, advance) for image in images)))
+
+    async def _send(self, call: Call) -> httpx.Response:
+        """The successful answer to ``call``, retried as the policy says; else the error."""
+        state = RetryState(self.retry)
+        while True:
+            try:
+                response = await self._http.request(**call.request_arguments())
+            except RETRYABLE_TRANSPORT_ERRORS as failure:
+                wait = state.after_connection_error()
+                if wait is None:
+                    raise connection_failed(failure) from failure
+            except httpx.TransportError as failure:
+                raise connection_failed(failure) from failure
+            else:
+                if response.is_success:
+                    return response
+                error = error_of(response)
+                wait = wait_after(state, response, error)
+                if wait is None:
+                    raise error
+            await self._sleep(wait)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,138 @@
+"""``Client``: camserve over HTTP from ordinary (blocking) Python code."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Unpack
+
+import httpx
+
+from app.client.answers import cam_result, explain_result, model_list
+from app.client.calls import (
+    DEFAULT_TIMEOUT_S,
+    RETRYABLE_TRANSPORT_ERRORS,
+    Call,
+    client_settings,
+    connection_failed,
+    error_of,
+    wait_after,
+)
+from app.client.errors import CamserveError
+from app.client.inputs import ImageInput, upload_of
+from app.client.options import CamOptions, ExplainOptions, cam_params, explain_params
+from app.client.progress import progress_bar
+from app.client.results import CamResult, ExplainResult, ModelList
+from app.client.retry import RetryPolicy, RetryState
+
+__all__ = ["DEFAULT_CONCURRENCY", "Client"]
+
+DEFAULT_CONCURRENCY = 4
+"""Requests ``explain_many`` keeps in flight: enough to fill a server's batches."""
+
+
+class Client:
+    """A camserve at ``url`` (``http://host:8000``); ``api_key`` when it sets
+    ``CAMSERVE_API_KEY``. Safe to share between threads; close it, or use it in ``with``."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self._http = httpx.Client(transport=transport, **client_settings(url, api_key, timeout_s))
+        self._sleep = sleep
+
+    def explain(self, image: ImageInput, **options: Unpack[ExplainOptions]) -> ExplainResult:
+        """``POST /v1/explain``: predictions and, per method, layer and class, the maps."""
+        call = Call("POST", "/v1/explain", explain_params(options), upload_of(image))
+        return explain_result(self._send(call).json())
+
+    def cam(self, image: ImageInput, **options: Unpack[CamOptions]) -> CamResult:
+        """``POST /v1/cam``: the overlay alone, with the class it explains."""
+        response = self._send(Call("POST", "/v1/cam", cam_params(options), upload_of(image)))
+        return cam_result(response.content, response.headers)
+
+    def models(self) -> ModelList:
+        """``GET /v1/models``: the served models, and those that failed to load."""
+        return model_list(self._send(Call("GET", "/v1/models")).json())
+
+    def explain_each(
+        self,
+        images: Sequence[ImageInput],
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        **options: Unpack[ExplainOptions],
+    ) -> Generator[ExplainResult | CamserveError, None, None]:
+        """Each image's result, or its error, in the order of ``images``, with ``concurrency``
+        requests in flight. Closing the generator early cancels the requests not yet sent and
+        waits for those in flight."""
+
+        def outcome(image: ImageInput) -> ExplainResult | CamserveError:
+            try:
+                return self.explain(image, **options)
+            except CamserveError as error:
+                return error
+
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            yield from pool.map(outcome, images)
+
+    def explain_many(
+        self,
+        images: Sequence[ImageInput],
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        progress: bool = True,
+        **options: Unpack[ExplainOptions],
+    ) -> list[ExplainResult | CamserveError]:
+        """``explain`` for every image, ``concurrency`` at a time, with a progress bar on
+        stderr (``progress=False``: none); each image's result or its error, in order."""
+        outcomes: list[ExplainResult | CamserveError] = []
+        with progress_bar(len(images), enabled=progress, description="explaining") as advance:
+            for outcome in self.explain_each(images, concurrency=concurrency, **options):
+                outcomes.append(outcome)
+                advance()
+        return outcomes
+
+    def _send(self, call: Call) -> httpx.Response:
+        """The successful answer to ``call``, retried as the policy says; else the error."""
+        state = RetryState(self.retry)
+        while True:
+            try:
+                response = self._http.request(**call.request_arguments())
+            except RETRYABLE_TRANSPORT_ERRORS as failure:
+                wait = state.after_connection_error()
+                if wait is None:
+                    raise connection_failed(failure) from failure
+            except httpx.TransportError as failure:
+                raise connection_failed(failure) from failure
+            else:
+                if response.is_success:
+                    return response
+                error = error_of(response)
+                wait = wait_after(state, response, error)
+                if wait is None:
+                    raise error
+            self._sleep(wait)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
