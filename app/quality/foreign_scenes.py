@@ -142,7 +142,9 @@ def _scribble(rng: np.random.Generator, draw: ImageDraw.ImageDraw, size: tuple[i
 
 def _text(rng: np.random.Generator, draw: ImageDraw.ImageDraw, size: tuple[int, int]) -> None:
     letters = "ABCDEFGHJKLMNPRSTUVWXYZ0123456789 "
-    words = "".join(letters[int(i)] for i in rng.integers(len(letters), size=int(rng.integers(3, 12))))
+    words = "".join(
+        letters[int(i)] for i in rng.integers(len(letters), size=int(rng.integers(3, 12)))
+    )
     font = ImageFont.load_default(size=max(8.0, float(rng.uniform(0.04, 0.12)) * min(size)))
     draw.text(_random_point(rng, size), words, fill=_colour(rng), font=font)
 
@@ -270,7 +272,9 @@ def _draw_target(
     if style == 2:
         edge = _contrasting(rng, np.array(first, np.float32))
         thickness = max(2, round(rng.uniform(0.03, 0.08) * math.sqrt(area.sum())))
-        ImageDraw.Draw(canvas).line(outline + outline[:1], fill=edge, width=thickness, joint="curve")
+        ImageDraw.Draw(canvas).line(
+            outline + outline[:1], fill=edge, width=thickness, joint="curve"
+        )
 
 
 def _gradient(
@@ -298,7 +302,9 @@ def _occlude(rng: np.random.Generator, canvas: Image.Image, outline: Points, rad
     else:
         angle = rng.uniform(0, math.pi)
         dx, dy = math.cos(angle) * r * 1.5, math.sin(angle) * r * 1.5
-        draw.line([(x - dx, y - dy), (x + dx, y + dy)], fill=_colour(rng), width=max(2, round(r / 2)))
+        draw.line(
+            [(x - dx, y - dy), (x + dx, y + dy)], fill=_colour(rng), width=max(2, round(r / 2))
+        )
 
 
 def _mask_box(mask: Image.Image) -> tuple[int, int, int, int]:
