@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from app.quality.target_styles import FILLS, paint, paint_target
 from app.quality.textures import TEXTURE_PAINTERS
 
 __all__ = [
@@ -40,7 +41,9 @@ __all__ = [
 
 SHAPES = ("circle", "square", "triangle", "star", "cross")
 DISTRACTORS = ("ellipse", "ring", "bar", "crescent")
-TEXTURES = ("blotches", "stripes", "flat", "waves", "gradient", "checks")
+TEXTURES = (
+    "blotches", "stripes", "flat", "waves", "gradient", "checks", "noise", "cells", "marble"
+)  # fmt: skip
 DEFAULT_SIZE = 128
 """The demo model's input size (height = width)."""
 MIN_CONTRAST = 90.0
@@ -75,16 +78,33 @@ class SceneSettings:
     hue_parity: int = 0
     """Colours take hues from the even (0) or odd (1) 30° bands of the colour wheel."""
     grain: Range = (0.0, 16.0)
+    fills: tuple[str, ...] = ("flat",)
+    """How the target is painted (``target_styles.FILLS``): flat, gradient, outlined."""
+    occlusion: float = 0.0
+    """The chance that a small blob is drawn over the target's edge, after it."""
+    star_depth: Range = (0.42, 0.42)
+    """A star's inner radius as a fraction of its outer radius."""
+    cross_arm: Range = (0.4, 0.4)
+    """A cross's arm half-width as a fraction of its radius."""
 
     def __post_init__(self) -> None:
         unknown = set(self.textures) - set(TEXTURES)
         if unknown or not self.textures:
             raise ValueError(f"textures must be among {TEXTURES}, got {self.textures}")
+        if set(self.fills) - set(FILLS) or not self.fills:
+            raise ValueError(f"fills must be among {FILLS}, got {self.fills}")
         if not 1 <= self.min_short_side <= self.long_side[0] <= self.long_side[1]:
             raise ValueError("need 1 <= min_short_side <= long_side[0] <= long_side[1]")
 
 
-TRAINING_SCENES = SceneSettings(draw_limit=160)
+TRAINING_SCENES = SceneSettings(
+    draw_limit=160,
+    textures=("blotches", "stripes", "flat", "waves", "noise", "cells", "marble"),
+    fills=FILLS,
+    occlusion=0.25,
+    star_depth=(0.34, 0.55),
+    cross_arm=(0.25, 0.48),
+)
 HELD_OUT_SCENES = SceneSettings(
     long_side=(64, 2000),
     aspect=(0.3, 3.5),
@@ -140,8 +160,9 @@ def generate_scene(rng: np.random.Generator, settings: SceneSettings = TRAINING_
     radius = min(rng.uniform(*settings.target_radius) * short_side, (short_side / 2 - 1) / 1.05)
     painter.distractors(image, radius)
     label = int(rng.integers(len(SHAPES)))
-    mask = _shape_mask(SHAPES[label], rng, radius, width, height)
-    _paint(image, mask, painter.contrasting_colour(image, mask))
+    mask = _shape_mask(SHAPES[label], rng, radius, width, height, settings=settings)
+    painter.target(image, mask)
+    painter.occlude(image, mask, radius)
     return Scene(image=image, label=label, box=_tight_box(mask))
 
 
@@ -231,7 +252,32 @@ class _Painter:
             kind = DISTRACTORS[int(self.rng.integers(len(DISTRACTORS)))]
             radius = target_radius * self.rng.uniform(0.35, 0.8)
             mask = _distractor_mask(kind, self.rng, radius, width, height)
-            _paint(image, mask, self.colour())
+            paint(image, mask, self.colour())
+
+    def target(self, image: NDArray[np.uint8], mask: NDArray[np.uint8]) -> None:
+        """The target in a colour that stands out, painted in one of the settings' fills."""
+        colour = self.contrasting_colour(image, mask)
+        fills = self.settings.fills
+        if fills == ("flat",):
+            paint(image, mask, colour)  # no draw from the generator: the same scenes as before
+            return
+        fill = fills[int(self.rng.integers(len(fills)))]
+        second = self.contrasting_colour(image, mask) if fill != "flat" else colour
+        paint_target(image, mask, fill, (colour, second), self.rng)
+
+    def occlude(self, image: NDArray[np.uint8], mask: NDArray[np.uint8], radius: float) -> None:
+        """With the settings' chance, an ellipse of another colour over a point of the target's
+        edge (the target's box stays that of the whole shape)."""
+        if self.settings.occlusion <= 0 or self.rng.uniform() >= self.settings.occlusion:
+            return
+        edge = np.argwhere(cv2.subtract(mask, cv2.erode(mask, np.ones((3, 3), np.uint8))) > 0)
+        row, column = edge[int(self.rng.integers(len(edge)))]
+        size = radius * self.rng.uniform(0.15, 0.35)
+        axes = (max(1, round(size)), max(1, round(size * self.rng.uniform(0.3, 1.0))))
+        angle = float(self.rng.uniform(0, 360))
+        blob = np.zeros_like(mask)
+        cv2.ellipse(blob, (int(column), int(row)), axes, angle, 0, 360, 255, -1, cv2.LINE_AA)
+        paint(image, blob, self.colour())
 
     def contrasting_colour(
         self, image: NDArray[np.uint8], mask: NDArray[np.uint8]
@@ -246,16 +292,27 @@ class _Painter:
 
 
 def _shape_mask(
-    shape: str, rng: np.random.Generator, radius: float, width: int, height: int
+    shape: str,
+    rng: np.random.Generator,
+    radius: float,
+    width: int,
+    height: int,
+    *,
+    settings: SceneSettings = TRAINING_SCENES,
 ) -> NDArray[np.uint8]:
-    """A 0/255 mask of one ``shape`` with random rotation and position, fully inside."""
+    """A 0/255 mask of one ``shape`` with random rotation, position and (for stars and
+    crosses, as the settings allow) proportions, fully inside."""
     centre = _centre_inside(rng, radius, width, height)
     angle = rng.uniform(0, 2 * np.pi)
+    proportion = {"star": settings.star_depth, "cross": settings.cross_arm}.get(shape)
+    if proportion is not None and proportion[0] != proportion[1]:
+        proportion = (rng.uniform(*proportion),) * 2
     mask = np.zeros((height, width), np.uint8)
     if shape == "circle":
         cv2.circle(mask, _rounded(centre), round(radius), 255, -1, cv2.LINE_AA)
     else:
-        outline = _outline(shape, radius, angle) + centre
+        depth = proportion[0] if proportion is not None else 0.0
+        outline = _outline(shape, radius, angle, depth) + centre
         cv2.fillPoly(mask, [np.round(outline).astype(np.int32)], 255, cv2.LINE_AA)
     return mask
 
@@ -301,8 +358,9 @@ def _distractor_mask(
     return mask
 
 
-def _outline(shape: str, radius: float, angle: float) -> NDArray[np.float64]:
-    """Polygon vertices (N, 2) around the origin, rotated by ``angle``."""
+def _outline(shape: str, radius: float, angle: float, depth: float) -> NDArray[np.float64]:
+    """Polygon vertices (N, 2) around the origin, rotated by ``angle``; ``depth`` is a star's
+    inner radius or a cross's arm half-width, as a fraction of ``radius``."""
     angles: NDArray[np.float64]
     radii: NDArray[np.float64]
     if shape == "square":
@@ -313,9 +371,9 @@ def _outline(shape: str, radius: float, angle: float) -> NDArray[np.float64]:
         radii = np.full(3, radius)
     elif shape == "star":
         angles = np.arange(10) * np.pi / 5
-        radii = np.where(np.arange(10) % 2 == 0, radius, radius * 0.42)
-    else:  # cross: a plus sign of arm width radius / 2.5
-        half = radius / 2.5
+        radii = np.where(np.arange(10) % 2 == 0, radius, radius * depth)
+    else:  # cross: a plus sign
+        half = radius * depth
         corners = [(half, radius), (half, half), (radius, half), (radius, -half), (half, -half),
                    (half, -radius), (-half, -radius), (-half, -half), (-radius, -half),
                    (-radius, half), (-half, half), (-half, radius)]  # fmt: skip
@@ -328,21 +386,6 @@ def _outline(shape: str, radius: float, angle: float) -> NDArray[np.float64]:
 
 def _rounded(point: NDArray[np.float64]) -> tuple[int, int]:
     return round(float(point[0])), round(float(point[1]))
-
-
-def _paint(
-    image: NDArray[np.uint8],
-    mask: NDArray[np.uint8],
-    colour: NDArray[np.float32],
-    opacity: float = 1.0,
-) -> None:
-    """Blend ``colour`` in through the antialiased ``mask``, only where the mask is set."""
-    rows, cols = np.nonzero(mask)
-    if rows.size == 0:
-        return
-    weight = (mask[rows, cols].astype(np.float32) * (opacity / 255))[:, None]
-    blended = image[rows, cols].astype(np.float32) * (1 - weight) + colour * weight
-    image[rows, cols] = np.round(blended).astype(np.uint8)
 
 
 def _tight_box(mask: NDArray[np.uint8]) -> Box:

@@ -1,5 +1,7 @@
 """Background textures of the generated scenes: blotches, stripes, flat, waves, gradient and
-checks, each painted from a palette's random colours."""
+checks, and the busier noise (fractal value noise in three colours), cells (a mosaic of
+irregular polygons) and marble (veins from noise-warped sine waves), each painted from a
+palette's random colours."""
 
 from __future__ import annotations
 
@@ -81,6 +83,65 @@ def _checks(painter: Palette, width: int, height: int) -> NDArray[np.float32]:
     return _two_tone(painter, cv2.GaussianBlur(weight, (soft, soft), 0))
 
 
+def _fractal_noise(rng: np.random.Generator, width: int, height: int) -> NDArray[np.float32]:
+    """Value noise in [0, 1]: random grids of doubling resolution, upsampled and summed with
+    halving weights (from 2 up to 64 cells along the longer side)."""
+    total = np.zeros((height, width), np.float32)
+    weight, norm = 1.0, 0.0
+    persistence = rng.uniform(0.45, 0.8)
+    for octave in range(1, 7):
+        cells = 2**octave
+        rows = max(2, cells * height // max(width, height) + 1)
+        cols = max(2, cells * width // max(width, height) + 1)
+        grid = rng.uniform(0, 1, (rows, cols))
+        layer = cv2.resize(grid.astype(np.float32), (width, height), interpolation=cv2.INTER_CUBIC)
+        total += weight * layer
+        norm += weight
+        weight *= persistence
+    total /= norm
+    low, high = float(total.min()), float(total.max())
+    return (total - low) / max(high - low, 1e-6)
+
+
+def _noise(painter: Palette, width: int, height: int) -> NDArray[np.float32]:
+    """Fractal noise mapped through three colours (dark, middle, light)."""
+    level = _fractal_noise(painter.rng, width, height)[..., None]
+    first, middle, last = painter.colour(), painter.colour(), painter.colour()
+    lower = first * (1 - 2 * level) + middle * (2 * level)
+    upper = middle * (2 - 2 * level) + last * (2 * level - 1)
+    return np.where(level < 0.5, lower, upper).astype(np.float32)
+
+
+def _cells(painter: Palette, width: int, height: int) -> NDArray[np.float32]:
+    """Irregular polygons (a Voronoi mosaic of random seeds), each a colour of its own, with
+    thin dark seams between some of them."""
+    rng = painter.rng
+    count = int(rng.integers(6, 60))
+    seeds = rng.uniform(0, 1, (count, 2)) * (width, height)
+    scale = min(1.0, 160 / max(width, height))
+    small = (max(1, round(width * scale)), max(1, round(height * scale)))
+    ys, xs = np.mgrid[0 : small[1], 0 : small[0]].astype(np.float32) / scale
+    distance = (xs[..., None] - seeds[:, 0]) ** 2 + (ys[..., None] - seeds[:, 1]) ** 2
+    owner = distance.argmin(axis=2).astype(np.float32)
+    owner = cv2.resize(owner, (width, height), interpolation=cv2.INTER_NEAREST)
+    palette = np.stack([painter.colour() for _ in range(count)])
+    image: NDArray[np.float32] = palette[owner.astype(np.int64)]
+    if rng.uniform() < 0.5:
+        seams = cv2.Laplacian(owner, cv2.CV_32F) != 0
+        image[seams] *= np.float32(rng.uniform(0.2, 0.7))
+    return image.astype(np.float32)
+
+
+def _marble(painter: Palette, width: int, height: int) -> NDArray[np.float32]:
+    """Veins: a sine wave across the image, its phase warped by fractal noise."""
+    xs, ys = _coordinates(width, height)
+    angle = painter.rng.uniform(0, np.pi)
+    periods = painter.rng.uniform(2, 10)
+    warp = _fractal_noise(painter.rng, width, height) * painter.rng.uniform(2, 8)
+    phase = (xs * np.cos(angle) + ys * np.sin(angle)) * periods * 2 * np.pi + warp
+    return _two_tone(painter, np.abs(np.sin(phase)).astype(np.float32) ** 0.5)
+
+
 TEXTURE_PAINTERS: dict[str, Callable[[Palette, int, int], NDArray[np.float32]]] = {
     "blotches": _blotches,
     "stripes": _stripes,
@@ -88,4 +149,7 @@ TEXTURE_PAINTERS: dict[str, Callable[[Palette, int, int], NDArray[np.float32]]] 
     "waves": _waves,
     "gradient": _gradient,
     "checks": _checks,
+    "noise": _noise,
+    "cells": _cells,
+    "marble": _marble,
 }

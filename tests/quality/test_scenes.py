@@ -16,6 +16,7 @@ from app.quality.scenes import (
     SHAPES,
     TRAINING_SCENES,
     SceneSettings,
+    _shape_mask,
     scene_at,
     scenes,
     square_settings,
@@ -93,9 +94,12 @@ def _band_parity(rgb: np.ndarray) -> int | None:
     return band % 2
 
 
-@pytest.mark.parametrize("settings", [TRAINING_SCENES, SMALL_HELD_OUT])
+@pytest.mark.parametrize(
+    "settings", [replace(TRAINING_SCENES, fills=("flat", "outlined")), SMALL_HELD_OUT]
+)
 def test_target_colours_come_from_the_settings_hue_bands(settings: SceneSettings) -> None:
-    """The centre of a circle or square is the target's own colour, never blended."""
+    """The centre of a flat or outlined circle or square is the target's own colour, never
+    blended (a gradient fill mixes two of them)."""
     parities = []
     for scene in scenes(4, 60, settings):
         if scene.label_name not in ("circle", "square"):
@@ -113,7 +117,10 @@ def test_the_box_is_tight_around_the_shape() -> None:
     colour from the centre recovers the shape, whose extent must match the box to within the
     one-pixel antialiased rim."""
     checked = 0
-    settings = replace(square_settings(128), strokes=(0, 0), distractors=(0, 0), specks=(0, 0))
+    settings = replace(
+        square_settings(128), strokes=(0, 0), distractors=(0, 0), specks=(0, 0),
+        fills=("flat",), occlusion=0.0,
+    )  # fmt: skip
     for index in range(40):
         scene = scene_at(3, index, settings)
         if scene.label_name not in ("circle", "square"):
@@ -140,6 +147,51 @@ def test_square_settings_give_square_scenes_of_that_size() -> None:
 
 def test_settings_reject_unknown_textures_and_bad_sizes() -> None:
     with pytest.raises(ValueError, match="textures"):
-        SceneSettings(textures=("marble",))
+        SceneSettings(textures=("velvet",))
+    with pytest.raises(ValueError, match="fills"):
+        SceneSettings(fills=("dotted",))
     with pytest.raises(ValueError, match="long_side"):
         SceneSettings(long_side=(300, 200))
+
+
+def test_held_out_scenes_keep_their_flat_targets_and_fixed_proportions() -> None:
+    """The held-out set that docs/quality.md measures is the same as before training scenes
+    gained fills, occluders and varied proportions."""
+    plain = SceneSettings()
+    assert HELD_OUT_SCENES.fills == plain.fills == ("flat",)
+    assert HELD_OUT_SCENES.occlusion == plain.occlusion == 0.0
+    assert HELD_OUT_SCENES.star_depth == plain.star_depth == (0.42, 0.42)
+    assert HELD_OUT_SCENES.cross_arm == plain.cross_arm == (0.4, 0.4)
+    assert not set(HELD_OUT_SCENES.textures) & {"noise", "cells", "marble"}
+
+
+def test_training_scenes_use_every_fill_the_new_textures_and_occluders() -> None:
+    assert set(TRAINING_SCENES.fills) == {"flat", "gradient", "outlined"}
+    assert {"noise", "cells", "marble"} <= set(TRAINING_SCENES.textures)
+    assert TRAINING_SCENES.occlusion > 0
+
+
+def test_an_occluder_covers_part_of_the_targets_edge_and_nothing_far_from_it() -> None:
+    covered = replace(TRAINING_SCENES, occlusion=1.0)
+    bare = replace(TRAINING_SCENES, occlusion=0.0)
+    for index in range(8):
+        with_blob, without = scene_at(9, index, covered), scene_at(9, index, bare)
+        assert (with_blob.label, with_blob.box) == (without.label, without.box)
+        rows, cols = np.nonzero((with_blob.image != without.image).any(axis=2))
+        assert rows.size > 0, index
+        x0, y0, x1, y1 = with_blob.box
+        reach = 0.4 * max(x1 - x0, y1 - y0)  # the blob is under 0.35 of the radius
+        assert x0 - reach <= cols.min() <= cols.max() < x1 + reach, index
+        assert y0 - reach <= rows.min() <= rows.max() < y1 + reach, index
+
+
+@pytest.mark.parametrize(("shape", "field"), [("star", "star_depth"), ("cross", "cross_arm")])
+def test_star_and_cross_proportions_follow_the_settings(shape: str, field: str) -> None:
+    def area(low: float, high: float, seed: int) -> int:
+        settings = replace(TRAINING_SCENES, **{field: (low, high)})
+        mask = _shape_mask(shape, np.random.default_rng(seed), 40.0, 100, 100, settings=settings)
+        return int(np.count_nonzero(mask > 127))
+
+    assert area(0.5, 0.5, 0) > 1.3 * area(0.3, 0.3, 0)
+    drawn = {area(0.25, 0.55, seed) for seed in range(6)}
+    assert max(drawn) > 1.2 * min(drawn)

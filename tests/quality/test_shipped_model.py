@@ -1,7 +1,8 @@
 """The demo model shipped in models/: loads through its manifest, letterboxes, and knows its
-shapes on scenes it never saw (another seed, the held-out generator settings), including the
-pictures that fooled the previous model: dense thin crossing strokes, stars, and a circle in a
-1024 × 400 frame."""
+shapes on scenes it never saw (another seed, the held-out generator settings, and the foreign
+generator's photo scenes), including the pictures that fooled earlier models: dense thin
+crossing strokes, stars, crosses on photos, and a circle in a 1024 × 400 frame; and the page's
+samples show it at its best."""
 
 from __future__ import annotations
 
@@ -14,14 +15,19 @@ from app.engine.engine import CamEngine
 from app.engine.images.imaging import decode_image
 from app.engine.images.resize_policy import ResizePolicy
 from app.engine.models.registry import LoadedModel, load_model
+from app.quality.foreign_scenes import foreign_scenes
 from app.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, SceneSettings, scenes
+from app.quality.shape_check import check_shapes
 from app.quality.training import HELD_OUT_SEED, TRAIN_SEED, evaluate_accuracy
 from app.serving.served_models import find_spec
+from scripts.make_samples import LEAST_PROBABILITY, best_samples
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "models"
 SAMPLES = ROOT / "app" / "web" / "static" / "samples" / "shapes"
 FRESH_SEED = 7
+FOREIGN_SEED = 5
+"""docs/quality.md measures seed 0 of the foreign generator; CI checks another seed."""
 MODERATE_SIZES = replace(HELD_OUT_SCENES, long_side=(64, 640))
 """Held-out settings with images up to 640 pixels, so that drawing them stays quick."""
 
@@ -95,10 +101,34 @@ def test_grad_cam_points_at_the_shape() -> None:
     assert hits >= 0.9 * len(drawn)
 
 
-def test_the_shipped_samples_are_named_for_what_the_model_sees() -> None:
+def test_it_classifies_foreign_photo_scenes_and_points_at_the_shape() -> None:
+    """docs/quality.md reports 93.0 % accuracy and 97.4 % pointing on 1000 foreign scenes of
+    seed 0 (the previous model: 85.9 % and 96.3 %); these 200 scenes of seed 5 gave 89.0 % and
+    96.5 % when shipped (the previous model: 83.5 %); the floors leave room for the sampling
+    error of 200 scenes (about 2 points)."""
+    engine = CamEngine.from_loaded(_shapes(), device="cpu")
+    check = check_shapes(engine, foreign_scenes(FOREIGN_SEED, 200))
+    assert check.accuracy >= 0.87, check.describe()
+    assert check.pointing >= 0.93, check.describe()
+    assert min(check.class_accuracy(shape) for shape in SHAPES) >= 0.7, check.describe()
+
+
+def test_every_shipped_sample_is_read_right_with_a_margin_and_explained_on_its_shape() -> None:
+    """Each sample file is the scene make_samples.py chose for its shape: the model gives the
+    shape at least LEAST_PROBABILITY and Grad-CAM's maximum lies inside the shape's box."""
     engine = CamEngine.from_loaded(_shapes(), device="cpu")
     samples = sorted(SAMPLES.glob("*.jpg"))
     assert [path.stem for path in samples] == sorted(SHAPES)
-    images = [decode_image(path.read_bytes()).pixels for path in samples]
-    predicted = engine.probabilities(engine.preprocessing(images, engine.device)).argmax(dim=1)
-    assert [SHAPES[index] for index in predicted.tolist()] == [path.stem for path in samples]
+    boxes = {sample.scene.label_name: sample.scene.box for sample in best_samples(engine)}
+    for path in samples:
+        pixels = decode_image(path.read_bytes()).pixels
+        label = SHAPES.index(path.stem)
+        probabilities = engine.probabilities(engine.preprocessing([pixels], engine.device))[0]
+        assert int(probabilities.argmax()) == label, path.name
+        assert float(probabilities[label]) >= LEAST_PROBABILITY, path.name
+        heat = engine.explain([pixels], "gradcam", [label]).maps[0][0]
+        assert heat.shape == pixels.shape[1:]
+        row, column = divmod(int(heat.argmax()), heat.shape[-1])
+        x0, y0, x1, y1 = boxes[path.stem]
+        assert x0 <= column < x1, (path.name, column, boxes[path.stem])
+        assert y0 <= row < y1, (path.name, row, boxes[path.stem])

@@ -1,4 +1,5 @@
-"""The shape samples in app/web/static/samples/shapes are what scripts/make_samples.py writes."""
+"""The shape samples in app/web/static/samples/shapes are the ones scripts/make_samples.py writes
+(tests/quality/test_shipped_model.py checks that the model reads each one right)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,4 @@ def test_the_shipped_samples_are_small_and_regenerated_byte_for_byte(tmp_path: P
         with Image.open(shipped) as image:
             assert image.format == "JPEG"
             assert 240 <= max(image.size) <= 400
+            assert 2 / 3 - 0.01 <= image.width / image.height <= 3 / 2 + 0.01  # no tall strips
