@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.engine.errors import CamserveError
+from app.engine.errors import CamserveError, WeightsUnavailableError
 from app.engine.models.manifest import ModelSpec
+from app.engine.models.packaged import is_packaged, packaged_checkpoint
 from app.engine.models.sources.timm_source import timm_pretrained_name
 from app.engine.models.weights import WeightsKind, cached_weights_path, resolve_weights
 
@@ -24,9 +25,19 @@ class WeightsStatus:
 
 def weights_status(spec: ModelSpec) -> WeightsStatus:
     """Where ``spec``'s weights are, looked up without loading anything."""
+    if is_packaged(spec.weights):
+        return _packaged_status(spec.weights)
     if spec.source != "torchvision":
         return _hub_status(spec)
     return _torchvision_status(spec)
+
+
+def _packaged_status(weights: str) -> WeightsStatus:
+    try:
+        path = packaged_checkpoint(weights)
+    except WeightsUnavailableError as error:
+        return WeightsStatus(False, "package missing", str(error))
+    return WeightsStatus(True, "in its package", str(path))
 
 
 def _torchvision_status(spec: ModelSpec) -> WeightsStatus:
