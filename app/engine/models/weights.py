@@ -45,6 +45,7 @@ __all__ = [
     "WeightsSource",
     "apply_state_dict",
     "cached_weights_path",
+    "fetch_advice",
     "fetch_pretrained",
     "load_checkpoint_state",
     "normalise_keys",
@@ -193,14 +194,21 @@ def _load_pretrained_state(source: WeightsSource) -> StateDict:
     return _as_state_dict(state, f"cached weights {path}")
 
 
+def fetch_advice(architecture: str, weights_name: str) -> str:
+    """How to get missing torchvision weights, worded the same everywhere (the load error that
+    ``serve``'s report and ``/v1/models`` show, ``camserve models``, the README)."""
+    return (
+        f"run 'camserve fetch-weights {architecture}:{weights_name}' on a machine with internet "
+        "and copy the file there, or mount a filled cache at TORCH_HOME"
+    )
+
+
 def _unavailable(
     architecture: str, entry: Any, path: Path, error: BaseException
 ) -> WeightsUnavailableError:
     return WeightsUnavailableError(
         f"pretrained weights {architecture} {entry.name} are not in the cache ({path}) and "
-        f"could not be downloaded ({_reason(error)}): run 'camserve fetch-weights "
-        f"{architecture}:{entry.name}' on a machine with internet and copy the file there, or "
-        "mount a filled cache at TORCH_HOME"
+        f"could not be downloaded ({_reason(error)}): {fetch_advice(architecture, entry.name)}"
     )
 
 

@@ -8,7 +8,12 @@ from app.engine.errors import CamserveError, WeightsUnavailableError
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.packaged import is_packaged, packaged_checkpoint
 from app.engine.models.sources.timm_source import timm_pretrained_name
-from app.engine.models.weights import WeightsKind, cached_weights_path, resolve_weights
+from app.engine.models.weights import (
+    WeightsKind,
+    cached_weights_path,
+    fetch_advice,
+    resolve_weights,
+)
 
 __all__ = ["WeightsStatus", "weights_status"]
 
@@ -58,12 +63,8 @@ def _torchvision_status(spec: ModelSpec) -> WeightsStatus:
     path = cached_weights_path(spec.architecture, spec.weights)
     if path.is_file():
         return WeightsStatus(True, "in the cache", str(path))
-    return WeightsStatus(
-        False,
-        "missing",
-        f"not in the cache ({path}): run 'camserve fetch-weights {spec.name}' on a machine with "
-        "internet and copy the file there, or mount a filled cache at TORCH_HOME",
-    )
+    advice = fetch_advice(spec.architecture, source.pretrained.name)
+    return WeightsStatus(False, "missing", f"not in the cache ({path}): {advice}")
 
 
 def _hub_status(spec: ModelSpec) -> WeightsStatus:
