@@ -1,7 +1,8 @@
 """Write the real photos the web page offers next to the shape samples, with their NOTICE.
 
 Every photo ships with scikit-image or matplotlib under a free licence; each is saved as a small
-JPEG (longer side at most 640 px, quality 85) for the default ImageNet model to explain:
+JPEG of quality 85 for the default ImageNet model to explain: its longer side is the largest of
+``LONG_SIDES`` (at most 640 px) that keeps the file under 50 kB, as the page wants its samples:
 
     .venv/bin/python scripts/make_photo_samples.py [app/web/static/samples/photos]
 
@@ -22,7 +23,8 @@ from PIL import Image
 from skimage import data
 
 PHOTOS_DIR = Path(__file__).resolve().parents[1] / "app" / "web" / "static" / "samples" / "photos"
-LONG_SIDE = 640
+LONG_SIDES = (640, 600, 560, 520, 480, 440, 400)
+MAX_BYTES = 50_000
 JPEG_QUALITY = 85
 NOTICE_NAME = "NOTICE"
 Pixels = npt.NDArray[np.uint8]
@@ -77,10 +79,15 @@ PHOTOS = (
 
 
 def small_jpeg(pixels: Pixels, path: Path) -> None:
-    """``pixels`` as an RGB JPEG whose longer side is at most ``LONG_SIDE``."""
-    image = Image.fromarray(pixels).convert("RGB")
-    image.thumbnail((LONG_SIDE, LONG_SIDE), Image.Resampling.LANCZOS)
-    image.save(path, quality=JPEG_QUALITY)
+    """``pixels`` as an RGB JPEG under ``MAX_BYTES``, its longer side as large as that allows."""
+    original = Image.fromarray(pixels).convert("RGB")
+    for long_side in LONG_SIDES:
+        image = original.copy()
+        image.thumbnail((long_side, long_side), Image.Resampling.LANCZOS)
+        image.save(path, quality=JPEG_QUALITY)
+        if path.stat().st_size < MAX_BYTES:
+            return
+    raise ValueError(f"{path.name} does not fit in {MAX_BYTES} bytes at {LONG_SIDES[-1]} px")
 
 
 def notice_text() -> str:
