@@ -15,10 +15,12 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from app.engine.errors import NotAnImageError
 from app.serving.errors import PayloadTooLargeError, UnsupportedMediaTypeError
 
-__all__ = ["FIELD", "read_image_upload"]
+__all__ = ["FIELD", "MULTIPART_ALLOWANCE", "read_image_upload"]
 
 FIELD = "image"
 RAW_TYPES = ("application/octet-stream",)
+MULTIPART_ALLOWANCE = 64 * 1024
+"""Bytes a multipart body may carry beyond the image limit (boundaries, part headers)."""
 
 
 async def read_image_upload(request: Request, max_bytes: int) -> bytes:
@@ -30,7 +32,7 @@ async def read_image_upload(request: Request, max_bytes: int) -> bytes:
             f"unsupported content type {media_type or '(none)'!r}: send the image as the "
             f"multipart field '{FIELD}' or as the raw body with an image/* content type"
         )
-    _check_declared_length(request, max_bytes, allowance=64 * 1024 if is_multipart else 0)
+    _check_declared_length(request, max_bytes, allowance=MULTIPART_ALLOWANCE if is_multipart else 0)
     if is_multipart:
         data = await _multipart_image(request, max_bytes)
     else:
@@ -62,7 +64,7 @@ async def _limited(request: Request, max_bytes: int) -> AsyncGenerator[bytes, No
 async def _multipart_image(request: Request, max_bytes: int) -> bytes:
     parser = MultiPartParser(
         Headers(scope=request.scope),
-        _limited(request, max_bytes + 64 * 1024),
+        _limited(request, max_bytes + MULTIPART_ALLOWANCE),
         max_files=4,
         max_fields=16,
         max_part_size=max_bytes,
