@@ -6,6 +6,7 @@ left on any model the worker owns.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import struct
 import zlib
@@ -19,7 +20,11 @@ import pytest
 from fastapi.testclient import TestClient
 from numpy.typing import NDArray
 from PIL import Image, ImageOps
+from starlette.requests import Request
+from starlette.types import Message
 
+from app.api.uploads import read_image_upload
+from app.serving.service import ClientDisconnectedError
 from tests.api.helpers import (
     PNG,
     assert_error,
@@ -413,3 +418,30 @@ def test_oversized_upload_message_names_the_limit(client: TestClient) -> None:
 def test_too_many_pixels_message_names_the_size(client: TestClient) -> None:
     message = assert_error(post_image(client, data=bomb_png()), 413, "too_many_pixels")
     assert "50000x50000" in message
+
+
+# ---------------------------------------------------------------------------- a client that leaves
+
+
+def _leaving_request(content_type: str) -> Request:
+    """A request whose client sends one chunk of its body, then disconnects."""
+    messages: list[Message] = [
+        {"type": "http.request", "body": b"--b\r\npart", "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> Message:
+        return messages.pop(0)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "headers": [(b"content-type", content_type.encode())],
+    }
+    return Request(scope, receive)
+
+
+@pytest.mark.parametrize("content_type", [PNG, "multipart/form-data; boundary=b"])
+def test_a_client_that_leaves_mid_upload_is_a_disconnect_not_a_fault(content_type: str) -> None:
+    with pytest.raises(ClientDisconnectedError):
+        asyncio.run(read_image_upload(_leaving_request(content_type), MAX_UPLOAD_BYTES))
