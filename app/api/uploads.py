@@ -23,16 +23,21 @@ FIELD = "image"
 RAW_TYPES = ("application/octet-stream",)
 MULTIPART_ALLOWANCE = 64 * 1024
 """Bytes a multipart body may carry beyond the image limit (boundaries, part headers)."""
+HOW_TO_SEND = (
+    f"send the image as the multipart field '{FIELD}' or as the raw body with an image/* "
+    "content type"
+)
 
 
 async def read_image_upload(request: Request, max_bytes: int) -> bytes:
     """The image bytes of ``request``, or the matching 400/413/415 error."""
+    if _declares_no_body(request.headers):
+        raise NotAnImageError(f"the upload is empty: {HOW_TO_SEND}")
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     is_multipart = media_type == "multipart/form-data"
     if not (is_multipart or media_type.startswith("image/") or media_type in RAW_TYPES):
         raise UnsupportedMediaTypeError(
-            f"unsupported content type {media_type or '(none)'!r}: send the image as the "
-            f"multipart field '{FIELD}' or as the raw body with an image/* content type"
+            f"unsupported content type {media_type or '(none)'!r}: {HOW_TO_SEND}"
         )
     _check_declared_length(request, max_bytes, allowance=MULTIPART_ALLOWANCE if is_multipart else 0)
     if is_multipart:
@@ -40,8 +45,14 @@ async def read_image_upload(request: Request, max_bytes: int) -> bytes:
     else:
         data = b"".join([chunk async for chunk in _limited(request, max_bytes)])
     if not data:
-        raise NotAnImageError("the upload is empty")
+        raise NotAnImageError(f"the upload is empty: {HOW_TO_SEND}")
     return data
+
+
+def _declares_no_body(headers: Headers) -> bool:
+    """An HTTP/1.1 request without ``Transfer-Encoding`` whose ``Content-Length`` is 0 or
+    missing has no body: that is an empty upload, whatever content type it names."""
+    return "transfer-encoding" not in headers and headers.get("content-length", "0") == "0"
 
 
 def _check_declared_length(request: Request, max_bytes: int, allowance: int) -> None:

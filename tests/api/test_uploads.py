@@ -436,7 +436,7 @@ def _leaving_request(content_type: str) -> Request:
     scope = {
         "type": "http",
         "method": "POST",
-        "headers": [(b"content-type", content_type.encode())],
+        "headers": [(b"content-type", content_type.encode()), (b"content-length", b"1000")],
     }
     return Request(scope, receive)
 
@@ -445,3 +445,16 @@ def _leaving_request(content_type: str) -> Request:
 def test_a_client_that_leaves_mid_upload_is_a_disconnect_not_a_fault(content_type: str) -> None:
     with pytest.raises(ClientDisconnectedError):
         asyncio.run(read_image_upload(_leaving_request(content_type), MAX_UPLOAD_BYTES))
+
+
+@pytest.mark.parametrize("route", ["/v1/cam", "/v1/explain"])
+@pytest.mark.parametrize("content_type", [None, PNG, "multipart/form-data; boundary=b"])
+def test_an_empty_post_is_an_empty_upload_whatever_its_content_type(
+    client: TestClient, route: str, content_type: str | None
+) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    response = client.post(route, params={"model": "tiny"}, content=b"", headers=headers)
+
+    message = assert_error(response, 400, "not_an_image")
+    assert message.startswith("the upload is empty"), message
+    assert "unsupported content type" not in message
