@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from typer._click import Context  # the Context type of the methods overridden below
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 __all__ = ["ReadableCommand", "ReadableGroup", "readable_metavar", "use_readable_help"]
@@ -37,10 +38,10 @@ def readable_metavar(param: TyperArgument | TyperOption) -> str:
 class _NamedArgument(TyperArgument):
     """An argument shown by its metavar alone, in the usage line as in the table."""
 
-    def display_type_rich(self, ctx: typer.Context) -> str | None:
+    def display_type_rich(self, ctx: Context) -> str | None:
         return None
 
-    def get_usage_pieces(self, ctx: typer.Context) -> list[str]:
+    def get_usage_pieces(self, ctx: Context) -> list[str]:
         name = self.metavar or readable_metavar(self)
         return [name if self.required else f"[{name}]"]
 
@@ -60,14 +61,14 @@ class ReadableCommand(TyperCommand):
         super().__init__(*args, **kwargs)
         _name_values(self.params)
 
-    def get_help_option(self, ctx: typer.Context) -> TyperOption | None:
+    def get_help_option(self, ctx: Context) -> TyperOption | None:
         return _flag_shown_bare(super().get_help_option(ctx))
 
 
 class ReadableGroup(TyperGroup):
     """The command group, whose own ``--help`` is shown without a type."""
 
-    def get_help_option(self, ctx: typer.Context) -> TyperOption | None:
+    def get_help_option(self, ctx: Context) -> TyperOption | None:
         return _flag_shown_bare(super().get_help_option(ctx))
 
 
