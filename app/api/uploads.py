@@ -31,7 +31,7 @@ HOW_TO_SEND = (
 
 async def read_image_upload(request: Request, max_bytes: int) -> bytes:
     """The image bytes of ``request``, or the matching 400/413/415 error."""
-    if _declares_no_body(request.headers):
+    if _declares_no_body(request):
         raise NotAnImageError(f"the upload is empty: {HOW_TO_SEND}")
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     is_multipart = media_type == "multipart/form-data"
@@ -49,10 +49,15 @@ async def read_image_upload(request: Request, max_bytes: int) -> bytes:
     return data
 
 
-def _declares_no_body(headers: Headers) -> bool:
-    """An HTTP/1.1 request without ``Transfer-Encoding`` whose ``Content-Length`` is 0 or
-    missing has no body: that is an empty upload, whatever content type it names."""
-    return "transfer-encoding" not in headers and headers.get("content-length", "0") == "0"
+def _declares_no_body(request: Request) -> bool:
+    """A request whose ``Content-Length`` is 0, or an HTTP/1 one with neither that nor
+    ``Transfer-Encoding`` (RFC 9112: no body), is an empty upload, whatever content type it
+    names. (An HTTP/2 request may carry a body without either header.)"""
+    headers = request.headers
+    if "content-length" in headers:
+        return headers["content-length"].strip() == "0"
+    http1 = str(request.scope.get("http_version", "1.1")).startswith("1")
+    return http1 and "transfer-encoding" not in headers
 
 
 def _check_declared_length(request: Request, max_bytes: int, allowance: int) -> None:

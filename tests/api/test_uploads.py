@@ -458,3 +458,14 @@ def test_an_empty_post_is_an_empty_upload_whatever_its_content_type(
     message = assert_error(response, 400, "not_an_image")
     assert message.startswith("the upload is empty"), message
     assert "unsupported content type" not in message
+
+
+def test_an_http2_body_without_content_length_is_read_not_called_empty() -> None:
+    png = image_bytes(16, 12)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": png, "more_body": False}
+
+    scope = {"type": "http", "http_version": "2", "headers": [(b"content-type", PNG.encode())]}
+
+    assert asyncio.run(read_image_upload(Request(scope, receive), MAX_UPLOAD_BYTES)) == png
