@@ -168,6 +168,7 @@ async def _send_without_end(server: LiveServer, body: bytes) -> tuple[Answer, in
             writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
             await writer.drain()
             sent += len(chunk)
+            await asyncio.sleep(0)  # the reader takes the answer in before a reset drops it
     except OSError:
         pass
     finally:
