@@ -6,6 +6,12 @@ under a burst, the refusals cost the event loop next to nothing and do not wait 
 requests it accepted. A request without a valid API key goes on to get its 401 from the routes.
 The routes still reserve their slot themselves (``BatchingWorker.reserve``), so a request let
 through here because a slot looked free is refused there if another took it first.
+
+Every answer on these routes that is given before the upload was read (this 429, or the route's
+own 404, 422, 429...) goes out at once, and the connection is closed only after the rest of the
+upload has been read (``unread_body``: at most the upload limit, for at most
+``DRAIN_TIMEOUT_S``), so that a client still sending its body reads its answer instead of a
+connection reset.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.auth import api_key_refusal
 from app.api.errors import camserve_error_response
+from app.api.unread_body import BodyReading, EarlyAnswerSend
+from app.api.uploads import MULTIPART_ALLOWANCE
 from app.serving.service import Service
 
 __all__ = ["QUEUED_PATHS", "AdmissionMiddleware"]
@@ -39,13 +47,23 @@ class AdmissionMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
             path = str(scope["path"]).removeprefix(str(scope.get("root_path", "")))
-            if path in self.routes and self._authorized(scope):
-                refusal = self.service.worker.refusal()
-                if refusal is not None:
-                    scope["route"] = self.routes[path]
-                    await camserve_error_response(refusal)(scope, receive, send)
-                    return
+            if path in self.routes:
+                await self._upload(scope, path, receive, send)
+                return
         await self.app(scope, receive, send)
+
+    async def _upload(self, scope: Scope, path: str, receive: Receive, send: Send) -> None:
+        """Refuse at the door or pass on; either way, an early answer lets the body arrive."""
+        body = BodyReading(
+            scope, receive, self.service.settings.max_upload_bytes + MULTIPART_ALLOWANCE
+        )
+        answer = EarlyAnswerSend(send, body)
+        refusal = self.service.worker.refusal() if self._authorized(scope) else None
+        if refusal is not None:
+            scope["route"] = self.routes[path]
+            await camserve_error_response(refusal)(scope, body.receive, answer)
+            return
+        await self.app(scope, body.receive, answer)
 
     def _authorized(self, scope: Scope) -> bool:
         return api_key_refusal(Headers(scope=scope), self.service.settings.api_key) is None

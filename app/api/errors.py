@@ -81,11 +81,14 @@ def camserve_error_response(error: errors.CamserveError) -> JSONResponse:
 
 async def _validation_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
-    problems = [
-        f"{'.'.join(str(part) for part in issue['loc'] if part != 'query')}: {issue['msg']}"
-        for issue in error.errors()
-    ]
+    problems = [_problem(issue["loc"], issue["msg"]) for issue in error.errors()]
     return error_response(422, "invalid_parameter", "; ".join(problems))
+
+
+def _problem(location: tuple[object, ...], message: str) -> str:
+    """``top_k: message`` for one parameter; the bare message for the query as a whole."""
+    where = ".".join(str(part) for part in location if part != "query")
+    return f"{where}: {message}" if where else message
 
 
 async def _http_error(_request: Request, error: Exception) -> JSONResponse:

@@ -22,8 +22,17 @@ async def healthz() -> Health:
 @router.get(
     "/readyz",
     response_model=Readiness,
-    responses={503: {"model": Readiness, "description": "Not ready yet"}},
-    summary="Readiness: every model loaded and warmed",
+    responses={
+        200: {"description": "Loading is over and at least one model is warmed"},
+        503: {
+            "model": Readiness,
+            "description": "Still loading, no model could be loaded, or shutting down",
+        },
+    },
+    summary="Readiness: loading is over and at least one model is warmed",
+    description="200 once every configured model has been tried and at least one of them is "
+    "loaded and warmed, even if others failed (`failed` says which and why); 503 while models "
+    "are still loading, when none could be loaded, and while the server shuts down.",
 )
 async def readyz(service: ServiceDep) -> JSONResponse:
     ready = service.hub.ready and not service.worker.stopping

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from app.engine.errors import ExplanationError
 from app.engine.images.colormaps import COLORMAPS, DEFAULT_COLORMAP
@@ -60,6 +61,10 @@ def _method_names(value: str) -> tuple[str, ...]:
     )
 
 
+def _belong(count: int) -> str:
+    return "belongs" if count == 1 else "belong"
+
+
 class CamParams(BaseModel):
     """Query parameters of ``POST /v1/cam``."""
 
@@ -78,6 +83,21 @@ class CamParams(BaseModel):
     alpha: float = Field(0.5, ge=0.0, le=1.0, description="Heatmap opacity over the image.")
     colormap: str = Field(DEFAULT_COLORMAP, description=f"One of: {', '.join(COLORMAPS)}.")
     format: ImageFormat = Field("png", description="Encoding of the returned overlay.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_explain_parameters(cls, data: Any) -> Any:
+        """``/v1/explain``'s own parameters on ``/v1/cam``: a 422 that says where they go."""
+        if cls is CamParams and isinstance(data, dict):
+            misplaced = sorted(set(data) & set(ExplainParams.model_fields) - set(cls.model_fields))
+            if misplaced:
+                raise PydanticCustomError(
+                    "explain_only",
+                    "{names} {verb} to /v1/explain: /v1/cam answers one overlay image for one "
+                    "class; ask /v1/explain for several classes, predictions or other outputs",
+                    {"names": ", ".join(misplaced), "verb": _belong(len(misplaced))},
+                )
+        return data
 
     def to_request(self) -> ExplainRequest:
         return ExplainRequest(

@@ -11,33 +11,53 @@ from collections.abc import AsyncGenerator
 from fastapi import Request
 from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.requests import ClientDisconnect
 
 from app.engine.errors import NotAnImageError
 from app.serving.errors import PayloadTooLargeError, UnsupportedMediaTypeError
+from app.serving.service import ClientDisconnectedError
 
-__all__ = ["FIELD", "read_image_upload"]
+__all__ = ["FIELD", "MULTIPART_ALLOWANCE", "read_image_upload"]
 
 FIELD = "image"
 RAW_TYPES = ("application/octet-stream",)
+MULTIPART_ALLOWANCE = 64 * 1024
+"""Bytes a multipart body may carry beyond the image limit (boundaries, part headers)."""
+HOW_TO_SEND = (
+    f"send the image as the multipart field '{FIELD}' or as the raw body with an image/* "
+    "content type"
+)
 
 
 async def read_image_upload(request: Request, max_bytes: int) -> bytes:
     """The image bytes of ``request``, or the matching 400/413/415 error."""
+    if _declares_no_body(request):
+        raise NotAnImageError(f"the upload is empty: {HOW_TO_SEND}")
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     is_multipart = media_type == "multipart/form-data"
     if not (is_multipart or media_type.startswith("image/") or media_type in RAW_TYPES):
         raise UnsupportedMediaTypeError(
-            f"unsupported content type {media_type or '(none)'!r}: send the image as the "
-            f"multipart field '{FIELD}' or as the raw body with an image/* content type"
+            f"unsupported content type {media_type or '(none)'!r}: {HOW_TO_SEND}"
         )
-    _check_declared_length(request, max_bytes, allowance=64 * 1024 if is_multipart else 0)
+    _check_declared_length(request, max_bytes, allowance=MULTIPART_ALLOWANCE if is_multipart else 0)
     if is_multipart:
         data = await _multipart_image(request, max_bytes)
     else:
         data = b"".join([chunk async for chunk in _limited(request, max_bytes)])
     if not data:
-        raise NotAnImageError("the upload is empty")
+        raise NotAnImageError(f"the upload is empty: {HOW_TO_SEND}")
     return data
+
+
+def _declares_no_body(request: Request) -> bool:
+    """A request whose ``Content-Length`` is 0, or an HTTP/1 one with neither that nor
+    ``Transfer-Encoding`` (RFC 9112: no body), is an empty upload, whatever content type it
+    names. (An HTTP/2 request may carry a body without either header.)"""
+    headers = request.headers
+    if "content-length" in headers:
+        return headers["content-length"].strip() == "0"
+    http1 = str(request.scope.get("http_version", "1.1")).startswith("1")
+    return http1 and "transfer-encoding" not in headers
 
 
 def _check_declared_length(request: Request, max_bytes: int, allowance: int) -> None:
@@ -51,18 +71,22 @@ def _too_large(max_bytes: int) -> PayloadTooLargeError:
 
 
 async def _limited(request: Request, max_bytes: int) -> AsyncGenerator[bytes, None]:
+    """The body's chunks; a client that leaves half-way is a 499 in the log, not a fault."""
     received = 0
-    async for chunk in request.stream():
-        received += len(chunk)
-        if received > max_bytes:
-            raise _too_large(max_bytes)
-        yield chunk
+    try:
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > max_bytes:
+                raise _too_large(max_bytes)
+            yield chunk
+    except ClientDisconnect as error:
+        raise ClientDisconnectedError("the client left while sending its upload") from error
 
 
 async def _multipart_image(request: Request, max_bytes: int) -> bytes:
     parser = MultiPartParser(
         Headers(scope=request.scope),
-        _limited(request, max_bytes + 64 * 1024),
+        _limited(request, max_bytes + MULTIPART_ALLOWANCE),
         max_files=4,
         max_fields=16,
         max_part_size=max_bytes,

@@ -2,11 +2,13 @@
 
 from app.cli import cvat, evaluate, explain, export_fiftyone, fetch, models, serve, train
 from app.cli.common import cli
+from app.cli.help_names import use_readable_help
 
 __all__ = ["cli", "main"]
 
 _COMMANDS = (explain, serve, fetch, train, evaluate, models, cvat, export_fiftyone)
 """Imported for their side effect: each registers its command on ``cli``."""
+use_readable_help(cli)
 
 
 def main() -> None:

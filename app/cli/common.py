@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from app.cli.help_names import ReadableGroup
 from app.engine.errors import CamserveError
 from app.engine.models.manifest import ModelSpec, load_manifests
 from app.engine.models.registry import LoadedModel, load_model
@@ -25,6 +26,7 @@ __all__ = [
 ]
 
 cli = typer.Typer(
+    cls=ReadableGroup,
     help="CAM / Grad-CAM explanations of image classifiers.",
     no_args_is_help=True,
     add_completion=False,

@@ -40,7 +40,9 @@ every image (batching gains little there)."""
 
 @cli.command()
 def explain(
-    inputs: Annotated[list[Path], typer.Argument(help="Image files or folders (recursive).")],
+    inputs: Annotated[
+        list[Path], typer.Argument(metavar="IMAGE...", help="Image files or folders (recursive).")
+    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the results.")],
     model: ModelOption = None,
     architecture: ArchitectureOption = None,

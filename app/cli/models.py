@@ -1,18 +1,36 @@
-"""``camserve models``: the manifests in the models folder."""
+"""``camserve models``: the manifests in the models folder.
+
+One table when it fits the terminal; otherwise one block per model, so that no name, source
+or weights status is ever cut to "…" (a table squeezed into 80 columns cut every cell)."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.markup import escape
+from collections.abc import Sequence
+
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from app.cli.common import ModelsDir, cli, fail
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.errors import CamserveError
-from app.engine.models.manifest import load_manifests
-from app.engine.models.weights_status import weights_status
+from app.engine.models.manifest import ModelSpec, load_manifests
+from app.engine.models.weights_status import WeightsStatus, weights_status
 
 __all__ = ["list_models"]
+
+FIELDS = (
+    "source",
+    "architecture",
+    "weights",
+    "weights status",
+    "layer",
+    "input size",
+    "description",
+)
+"""What is shown of every model, after its name."""
+UNLIMITED_WIDTH = 100_000
+"""Room enough to measure the table with no cell wrapped."""
 
 
 @cli.command("models")
@@ -22,32 +40,48 @@ def list_models(models_dir: ModelsDir = DEFAULT_MODELS_DIR) -> None:
         specs = load_manifests(models_dir)
     except CamserveError as error:
         raise fail(str(error)) from error
-    table = Table(
-        "name",
-        "source",
-        "architecture",
-        "weights",
-        "weights status",
-        "layer",
-        "input size",
-        "description",
-    )
-    fixes = []
-    for spec in specs:
-        status = weights_status(spec)
-        if not status.ready:
-            fixes.append(f"{spec.name}: {status.detail}")
-        table.add_row(
-            spec.name,
-            spec.source,
-            spec.architecture,
-            spec.weights,
-            f"[{'green' if status.ready else 'red'}]{escape(status.summary)}[/]",
-            spec.layer or "(family default)",
-            "×".join(map(str, spec.input_size)) if spec.input_size else "(from the source)",
-            spec.description,
-        )
+    statuses = [weights_status(spec) for spec in specs]
+    rows = [
+        (Text(spec.name), *_cells(spec, status))
+        for spec, status in zip(specs, statuses, strict=True)
+    ]
     output = Console()
-    output.print(table)
-    for fix in fixes:
-        output.print(fix, highlight=False, soft_wrap=True)
+    output.print(_fitting(output, rows))
+    for spec, status in zip(specs, statuses, strict=True):
+        if not status.ready:
+            output.print(f"{spec.name}: {status.detail}", highlight=False, soft_wrap=True)
+
+
+def _cells(spec: ModelSpec, status: WeightsStatus) -> tuple[Text, ...]:
+    """The model's values in the order of ``FIELDS``."""
+    return (
+        Text(spec.source),
+        Text(spec.architecture),
+        Text(spec.weights),
+        Text(status.summary, style="green" if status.ready else "red"),
+        Text(spec.layer or "(family default)"),
+        Text("×".join(map(str, spec.input_size)) if spec.input_size else "(from the source)"),
+        Text(spec.description),
+    )
+
+
+def _fitting(output: Console, rows: Sequence[tuple[Text, ...]]) -> RenderableType:
+    """The table if every cell fits on the terminal unwrapped, else a block per model."""
+    table = Table("name", *FIELDS)
+    for row in rows:
+        table.add_row(*row)
+    unwrapped = output.measure(table, options=output.options.update_width(UNLIMITED_WIDTH))
+    if unwrapped.maximum <= output.width:
+        return table
+    return Group(*(_block(row) for row in rows))
+
+
+def _block(row: tuple[Text, ...]) -> RenderableType:
+    """A model's name in bold, then one line per field (long values fold, never cut)."""
+    name, *values = row
+    fields = Table.grid(padding=(0, 1))
+    fields.add_column(no_wrap=True)
+    fields.add_column(overflow="fold")
+    for field, value in zip(FIELDS, values, strict=True):
+        fields.add_row(f" {field}", value)
+    return Group(Text(name.plain, style="bold", overflow="fold"), fields)

@@ -70,7 +70,13 @@ INVALID: list[tuple[str, str, dict[str, str], str, str]] = [
     ("alpha-nan", "/v1/explain", {"alpha": "nan"}, "invalid_parameter", "alpha"),
     ("top-k-above-max", "/v1/explain", {"top_k": str(MAX_TOP_K + 1)}, "invalid_target", "top_k"),
     ("top-k-zero", "/v1/explain", {"top_k": "0"}, "invalid_parameter", "top_k"),
-    ("top-k-on-cam", "/v1/cam", {"top_k": "2"}, "invalid_parameter", "top_k"),
+    (
+        "top-k-on-cam",
+        "/v1/cam",
+        {"top_k": "2"},
+        "invalid_parameter",
+        "top_k belongs to /v1/explain",
+    ),
     ("unknown-colormap", "/v1/cam", {"colormap": "rainbow"}, "invalid_parameter", "viridis"),
     ("unknown-format", "/v1/cam", {"format": "gif"}, "invalid_parameter", "format"),
     ("unknown-query-parameter", "/v1/cam", {"colour": "red"}, "invalid_parameter", "colour"),
@@ -95,7 +101,13 @@ INVALID: list[tuple[str, str, dict[str, str], str, str]] = [
         "invalid_parameter",
         "everything",
     ),
-    ("include-on-cam", "/v1/cam", {"include": "raw_map"}, "invalid_parameter", "include"),
+    (
+        "include-on-cam",
+        "/v1/cam",
+        {"include": "raw_map"},
+        "invalid_parameter",
+        "include belongs to /v1/explain",
+    ),
     (
         "predictions-negative",
         "/v1/explain",
@@ -110,7 +122,20 @@ INVALID: list[tuple[str, str, dict[str, str], str, str]] = [
         "invalid_parameter",
         "predictions",
     ),
-    ("predictions-on-cam", "/v1/cam", {"predictions": "3"}, "invalid_parameter", "predictions"),
+    (
+        "predictions-on-cam",
+        "/v1/cam",
+        {"predictions": "3"},
+        "invalid_parameter",
+        "predictions belongs to /v1/explain",
+    ),
+    (
+        "several-explain-parameters-on-cam",
+        "/v1/cam",
+        {"top_k": "2", "regions": "all", "threshold": "otsu"},
+        "invalid_parameter",
+        "regions, threshold, top_k belong to /v1/explain: /v1/cam answers one overlay",
+    ),
     ("threshold-above-one", "/v1/explain", {"threshold": "1.5"}, "invalid_parameter", "otsu"),
     ("threshold-not-a-number", "/v1/explain", {"threshold": "half"}, "invalid_parameter", "half"),
     ("regions-unknown", "/v1/explain", {"regions": "some"}, "invalid_parameter", "regions"),
@@ -128,6 +153,7 @@ def test_invalid_parameter_is_422(
     response = post_image(client, route, params={"model": "tiny", **query})
     message = assert_error(response, 422, code)
     assert mentions in message
+    assert not message.startswith(":"), message
     assert_still_serving(client)
 
 

@@ -88,6 +88,27 @@ def test_readyz_is_503_until_loading_finishes(
         assert post_image(client, params={"model": "tiny"}).status_code == 200
 
 
+def test_readyz_is_200_with_one_model_failed_as_its_openapi_text_says(
+    tmp_path: Path, models_dir: Path
+) -> None:
+    (tmp_path / "tiny.toml").write_text((models_dir / "tiny.toml").read_text())
+    (tmp_path / "broken.toml").write_text(
+        'name = "broken"\narchitecture = "resnet18"\nweights = "nowhere.pt"\ninput_size = 64\n'
+    )
+    with serving(make_settings(tmp_path)) as client:
+        response = client.get("/readyz")
+        operation = client.get("/openapi.json").json()["paths"]["/readyz"]["get"]
+
+    assert response.status_code == 200
+    assert response.json()["models"] == {"broken": "failed", "tiny": "ready"}
+    text = f"{operation['summary']} {operation['description']}"
+    assert "at least one model" in operation["summary"]
+    assert "every model" not in operation["summary"]
+    assert "even if others failed" in text
+    assert "503" in operation["responses"]
+    assert "no model could be loaded" in operation["responses"]["503"]["description"]
+
+
 def test_readyz_stays_503_when_no_model_loads(tmp_path: Path) -> None:
     (tmp_path / "broken.toml").write_text(
         'name = "broken"\narchitecture = "resnet18"\nweights = "nowhere.pt"\ninput_size = 64\n'

@@ -6,6 +6,7 @@ left on any model the worker owns.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import struct
 import zlib
@@ -19,7 +20,11 @@ import pytest
 from fastapi.testclient import TestClient
 from numpy.typing import NDArray
 from PIL import Image, ImageOps
+from starlette.requests import Request
+from starlette.types import Message
 
+from app.api.uploads import read_image_upload
+from app.serving.service import ClientDisconnectedError
 from tests.api.helpers import (
     PNG,
     assert_error,
@@ -413,3 +418,54 @@ def test_oversized_upload_message_names_the_limit(client: TestClient) -> None:
 def test_too_many_pixels_message_names_the_size(client: TestClient) -> None:
     message = assert_error(post_image(client, data=bomb_png()), 413, "too_many_pixels")
     assert "50000x50000" in message
+
+
+# ---------------------------------------------------------------------------- a client that leaves
+
+
+def _leaving_request(content_type: str) -> Request:
+    """A request whose client sends one chunk of its body, then disconnects."""
+    messages: list[Message] = [
+        {"type": "http.request", "body": b"--b\r\npart", "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> Message:
+        return messages.pop(0)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "headers": [(b"content-type", content_type.encode()), (b"content-length", b"1000")],
+    }
+    return Request(scope, receive)
+
+
+@pytest.mark.parametrize("content_type", [PNG, "multipart/form-data; boundary=b"])
+def test_a_client_that_leaves_mid_upload_is_a_disconnect_not_a_fault(content_type: str) -> None:
+    with pytest.raises(ClientDisconnectedError):
+        asyncio.run(read_image_upload(_leaving_request(content_type), MAX_UPLOAD_BYTES))
+
+
+@pytest.mark.parametrize("route", ["/v1/cam", "/v1/explain"])
+@pytest.mark.parametrize("content_type", [None, PNG, "multipart/form-data; boundary=b"])
+def test_an_empty_post_is_an_empty_upload_whatever_its_content_type(
+    client: TestClient, route: str, content_type: str | None
+) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    response = client.post(route, params={"model": "tiny"}, content=b"", headers=headers)
+
+    message = assert_error(response, 400, "not_an_image")
+    assert message.startswith("the upload is empty"), message
+    assert "unsupported content type" not in message
+
+
+def test_an_http2_body_without_content_length_is_read_not_called_empty() -> None:
+    png = image_bytes(16, 12)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": png, "more_body": False}
+
+    scope = {"type": "http", "http_version": "2", "headers": [(b"content-type", PNG.encode())]}
+
+    assert asyncio.run(read_image_upload(Request(scope, receive), MAX_UPLOAD_BYTES)) == png
