@@ -14,6 +14,9 @@ from torchvision.models import resnet18 as ResNet18Net  # noqa: N812
 from typer.testing import CliRunner
 
 from app.cli import cli
+from app.engine.errors import WeightsUnavailableError
+from app.engine.models.registry import load_model
+from app.serving.served_models import find_spec
 from tests.support import write_image_folder
 
 runner = CliRunner()
@@ -222,7 +225,7 @@ def test_explain_reports_bad_parameters(
 
 
 def test_models_lists_the_manifests_and_their_weights_status(
-    models_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    models_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, downloads: list[str]
 ) -> None:
     torch_home = tmp_path / "torch-home"
     monkeypatch.setenv("TORCH_HOME", str(torch_home))
@@ -239,8 +242,13 @@ def test_models_lists_the_manifests_and_their_weights_status(
     text = _models_output(models_dir)
     assert f"no file at {models_dir.resolve() / 'lost.pt'}" in text
     cached = torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
-    assert f"hub: not in the cache ({cached}): run 'camserve fetch-weights hub'" in text
-    cached.parent.mkdir(parents=True)
+    advice = "run 'camserve fetch-weights resnet18:IMAGENET1K_V1' on a machine with internet"
+    assert f"hub: not in the cache ({cached}): {advice}" in text
+    with pytest.raises(WeightsUnavailableError) as refused:  # what serve and /v1/models say
+        load_model(find_spec(models_dir, "hub"))
+    assert downloads
+    assert f": {advice}" in str(refused.value)
+    cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_bytes(b"present")
     assert _models_rows(models_dir)["hub"] == "in the cache"
 

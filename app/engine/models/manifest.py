@@ -5,13 +5,16 @@ A manifest names the model, where its architecture and weights come from::
     name = "resnet50"
     source = "torchvision"         # optional: "torchvision" (default), "timm" or "huggingface"
     architecture = "resnet50"      # the source's model name (Hugging Face: a model id or folder)
-    weights = "IMAGENET1K_V2"      # a pretrained tag, "random", or a .pt/.pth/.safetensors file
+    weights = "IMAGENET1K_V2"      # a pretrained tag, "random", or a .pt/.pth/.safetensors file,
+                                   # or "package:<package>/<file>" inside an installed package
+    key_map = "by-name"            # optional: "by-order" maps a checkpoint's tensors in order
     layer = "layer4"               # optional: the family default otherwise
     input_size = [224, 224]        # optional: (height, width), or one number for a square
     mean = [0.485, 0.456, 0.406]   # optional, like std and interpolation
     resize = "stretch"             # optional: "stretch", "letterbox" or "shorter-side"
     num_classes = 1000             # optional
-    labels = "labels.txt"          # optional: a list, or a text / JSON file of labels
+    labels = "labels.txt"          # optional: a list, a text / JSON file of labels, or
+                                   # "torchvision:imagenet" (torchvision's ImageNet-1k names)
 
 ``input_size``, ``mean``, ``std``, ``interpolation`` and ``labels`` default to what the source
 publishes with the model (timm's pretrained config, Hugging Face's ``preprocessor_config.json``
@@ -28,6 +31,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+import torchvision
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -42,9 +46,11 @@ from pydantic_core import ErrorDetails
 from app.engine.errors import ManifestError
 from app.engine.images.preprocess import Preprocessing
 from app.engine.images.resize_policy import ResizePolicy
+from app.engine.models.packaged import KeyMap, is_packaged, parse_packaged
 
 __all__ = [
     "MANIFEST_SUFFIX",
+    "TORCHVISION_IMAGENET",
     "ModelSpec",
     "Source",
     "load_manifest",
@@ -57,6 +63,8 @@ Source = Literal["torchvision", "timm", "huggingface"]
 MANIFEST_SUFFIX = ".toml"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 LOADER_FIELDS = frozenset({"source_dir"})
+TORCHVISION_IMAGENET = "torchvision:imagenet"
+"""A ``labels`` value: the ImageNet-1k class names torchvision publishes with its weights."""
 
 
 class ModelSpec(BaseModel):
@@ -68,6 +76,7 @@ class ModelSpec(BaseModel):
     source: Source = "torchvision"
     architecture: str = Field(min_length=1)
     weights: str = Field(default="DEFAULT", min_length=1)
+    key_map: KeyMap = "by-name"
     layer: str | None = None
     input_size: tuple[int, int] | None = None
     mean: tuple[float, float, float] | None = None
@@ -102,6 +111,13 @@ class ModelSpec(BaseModel):
     @classmethod
     def _strip(cls, value: object) -> object:
         return value.strip() if isinstance(value, str) else value
+
+    @field_validator("weights")
+    @classmethod
+    def _packaged_reference(cls, value: str) -> str:
+        if is_packaged(value):
+            parse_packaged(value)
+        return value
 
     @field_validator("layer")
     @classmethod
@@ -159,6 +175,8 @@ class ModelSpec(BaseModel):
         """The labels given in the manifest, read from their file where a path was given."""
         if self.labels is None or isinstance(self.labels, list):
             return self.labels
+        if self.labels == TORCHVISION_IMAGENET:
+            return imagenet_categories()
         try:
             labels = read_labels_file(self.resolve_path(self.labels))
             if self.num_classes is not None:
@@ -178,6 +196,12 @@ class ModelSpec(BaseModel):
             interpolation=self.interpolation or base.interpolation,
             resize=self.resize,
         )
+
+
+def imagenet_categories() -> list[str]:
+    """The 1000 ImageNet-1k class names torchvision ships with its weights (no download)."""
+    categories = torchvision.models.ResNet50_Weights.DEFAULT.meta["categories"]
+    return [str(name) for name in categories]
 
 
 def _check_label_list(labels: list[str]) -> None:

@@ -28,6 +28,7 @@ from app.engine.errors import (
 from app.engine.images.preprocess import Preprocessing
 from app.engine.models.layers import find_candidate_layers, resolve_layer
 from app.engine.models.manifest import ModelSpec
+from app.engine.models.packaged import fit_keys
 from app.engine.models.shapes_net import SHAPES_NET, ShapesNet
 from app.engine.models.sources import SourceModel
 from app.engine.models.sources.huggingface_source import load_huggingface
@@ -181,7 +182,8 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         module = _build_for(spec, source, num_classes)
         state = source.load_state()
         if state is not None:
-            apply_state_dict(module, state, source.description)
+            fitted = fit_keys(state, module.state_dict(), spec.key_map, source.description)
+            apply_state_dict(module, fitted, source.description)
         module.eval()
         return LoadedModel(
             name=spec.name,

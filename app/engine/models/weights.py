@@ -5,7 +5,9 @@ Three sources, chosen by the manifest's ``weights`` value:
 * a torchvision weights name (``DEFAULT``, ``IMAGENET1K_V2``, ...): the published file, read
   from the torch hub cache (``$TORCH_HOME/hub/checkpoints``) and downloaded into it when missing;
 * ``random``: torchvision's own initialisation (seed torch beforehand for reproducible maps);
-* a path to a local checkpoint holding a state dict: a torch file, or a ``.safetensors`` file.
+* a path to a local checkpoint holding a state dict: a torch file, or a ``.safetensors`` file;
+  or ``package:<package>/<file>``, a checkpoint shipped inside an installed Python package
+  (``packaged.py``).
 
 Every torch file is read with ``torch.load(..., weights_only=True)``: tensors and plain
 containers only, never arbitrary pickled objects; safetensors files hold nothing but tensors.
@@ -35,6 +37,7 @@ from app.engine.errors import (
     UnknownArchitectureError,
     WeightsUnavailableError,
 )
+from app.engine.models.packaged import checkpoint_location
 
 __all__ = [
     "RANDOM_WEIGHTS",
@@ -42,6 +45,7 @@ __all__ = [
     "WeightsSource",
     "apply_state_dict",
     "cached_weights_path",
+    "fetch_advice",
     "fetch_pretrained",
     "load_checkpoint_state",
     "normalise_keys",
@@ -112,18 +116,11 @@ def resolve_weights(architecture: str, weights: str, base_dir: Path | None = Non
     """Interpret a manifest's ``weights`` value; relative paths are taken from ``base_dir``."""
     if weights.strip().lower() == RANDOM_WEIGHTS:
         return WeightsSource(architecture, WeightsKind.RANDOM)
-    path = _checkpoint_path(weights, base_dir)
+    path = checkpoint_location(weights, base_dir)
     if WEIGHTS_NAME.fullmatch(weights) and not path.is_file():
         entry = pretrained_weights(architecture, weights)
         return WeightsSource(architecture, WeightsKind.PRETRAINED, pretrained=entry)
     return WeightsSource(architecture, WeightsKind.CHECKPOINT, path=path)
-
-
-def _checkpoint_path(weights: str, base_dir: Path | None) -> Path:
-    path = Path(weights).expanduser()
-    if path.is_absolute() or base_dir is None:
-        return path
-    return base_dir / path
 
 
 # ---------------------------------------------------------------------------- torchvision weights
@@ -197,14 +194,21 @@ def _load_pretrained_state(source: WeightsSource) -> StateDict:
     return _as_state_dict(state, f"cached weights {path}")
 
 
+def fetch_advice(architecture: str, weights_name: str) -> str:
+    """How to get missing torchvision weights, worded the same everywhere (the load error that
+    ``serve``'s report and ``/v1/models`` show, ``camserve models``, the README)."""
+    return (
+        f"run 'camserve fetch-weights {architecture}:{weights_name}' on a machine with internet "
+        "and copy the file there, or mount a filled cache at TORCH_HOME"
+    )
+
+
 def _unavailable(
     architecture: str, entry: Any, path: Path, error: BaseException
 ) -> WeightsUnavailableError:
     return WeightsUnavailableError(
         f"pretrained weights {architecture} {entry.name} are not in the cache ({path}) and "
-        f"could not be downloaded ({_reason(error)}): run 'camserve fetch-weights "
-        f"{architecture}:{entry.name}' on a machine with internet and copy the file there, or "
-        "mount a filled cache at TORCH_HOME"
+        f"could not be downloaded ({_reason(error)}): {fetch_advice(architecture, entry.name)}"
     )
 
 

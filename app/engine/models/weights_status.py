@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.engine.errors import CamserveError
+from app.engine.errors import CamserveError, WeightsUnavailableError
 from app.engine.models.manifest import ModelSpec
+from app.engine.models.packaged import is_packaged, packaged_checkpoint
 from app.engine.models.sources.timm_source import timm_pretrained_name
-from app.engine.models.weights import WeightsKind, cached_weights_path, resolve_weights
+from app.engine.models.weights import (
+    WeightsKind,
+    cached_weights_path,
+    fetch_advice,
+    resolve_weights,
+)
 
 __all__ = ["WeightsStatus", "weights_status"]
 
@@ -24,9 +30,19 @@ class WeightsStatus:
 
 def weights_status(spec: ModelSpec) -> WeightsStatus:
     """Where ``spec``'s weights are, looked up without loading anything."""
+    if is_packaged(spec.weights):
+        return _packaged_status(spec.weights)
     if spec.source != "torchvision":
         return _hub_status(spec)
     return _torchvision_status(spec)
+
+
+def _packaged_status(weights: str) -> WeightsStatus:
+    try:
+        path = packaged_checkpoint(weights)
+    except WeightsUnavailableError as error:
+        return WeightsStatus(False, "package missing", str(error))
+    return WeightsStatus(True, "in its package", str(path))
 
 
 def _torchvision_status(spec: ModelSpec) -> WeightsStatus:
@@ -47,12 +63,8 @@ def _torchvision_status(spec: ModelSpec) -> WeightsStatus:
     path = cached_weights_path(spec.architecture, spec.weights)
     if path.is_file():
         return WeightsStatus(True, "in the cache", str(path))
-    return WeightsStatus(
-        False,
-        "missing",
-        f"not in the cache ({path}): run 'camserve fetch-weights {spec.name}' on a machine with "
-        "internet and copy the file there, or mount a filled cache at TORCH_HOME",
-    )
+    advice = fetch_advice(spec.architecture, source.pretrained.name)
+    return WeightsStatus(False, "missing", f"not in the cache ({path}): {advice}")
 
 
 def _hub_status(spec: ModelSpec) -> WeightsStatus:

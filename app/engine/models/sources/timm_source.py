@@ -2,7 +2,8 @@
 
 ``architecture`` is a timm model name (``vit_small_patch16_224``, ``convnext_tiny``, ...);
 ``weights`` is ``random``, ``DEFAULT`` / ``pretrained`` (timm's default tag), another pretrained
-tag of that model (``augreg_in21k_ft_in1k``), or a checkpoint file (``.pth``, ``.safetensors``).
+tag of that model (``augreg_in21k_ft_in1k``), or a checkpoint file (``.pth``, ``.safetensors``),
+possibly shipped inside an installed package (``package:<package>/<file>``, ``packaged.py``).
 Pretrained weights live in the Hugging Face cache (``$HF_HOME``), where timm downloads them.
 """
 
@@ -19,6 +20,7 @@ from app.engine.errors import ManifestError, UnknownArchitectureError, WeightsUn
 from app.engine.images.preprocess import Preprocessing
 from app.engine.models.layers import find_candidate_layers
 from app.engine.models.manifest import ModelSpec
+from app.engine.models.packaged import checkpoint_location, fit_keys, is_packaged
 from app.engine.models.sources import (
     SourceModel,
     interpolation_name,
@@ -54,8 +56,11 @@ def load_timm(spec: ModelSpec) -> SourceModel:
             module = timm.create_model(spec.architecture, pretrained=False, num_classes=num_classes)
         weights = "random initialisation"
         if checkpoint is not None:
-            apply_state_dict(module, load_checkpoint_state(checkpoint), f"checkpoint {checkpoint}")
-            weights = f"checkpoint {checkpoint}"
+            weights = f"checkpoint {spec.weights if is_packaged(spec.weights) else checkpoint}"
+            state = fit_keys(
+                load_checkpoint_state(checkpoint), module.state_dict(), spec.key_map, weights
+            )
+            apply_state_dict(module, state, weights)
     module.eval()
     return SourceModel(
         module=module,
@@ -79,7 +84,7 @@ def _checkpoint(spec: ModelSpec) -> Path | None:
     weights = spec.weights
     if weights.lower() == RANDOM_WEIGHTS or is_pretrained_alias(weights):
         return None
-    path = spec.resolve_path(weights)
+    path = checkpoint_location(weights, spec.source_dir)
     looks_like_a_file = path.suffix in {".pt", ".pth", ".bin", ".safetensors"} or "/" in weights
     return path if path.is_file() or looks_like_a_file else None
 
