@@ -66,11 +66,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     images = list(composites(args.seed, args.composites))
-    model, peer_model = efficientnet_lite0(), efficientnet_lite0()
+    loaded, peer_model = efficientnet_lite0(), efficientnet_lite0().module
     lines = ["| method @ layer(s) | pointing (15 px) | IoU@0.5 |", "|---|---:|---:|"]
     for policy in args.policies.split(","):
         started = time.perf_counter()
-        engine = efficientnet_lite0_engine(ResizePolicy(policy), model)
+        engine = efficientnet_lite0_engine(loaded, ResizePolicy(policy))
         tally = study_composites(
             engine, images, METHODS, LAYERS, fusions=FUSIONS, peers=peer_gradcam(peer_model)
         )
