@@ -132,6 +132,7 @@ class CamEngine:
             device=device,
             autocast=autocast,
             score_cam_batch_size=score_cam_batch_size,
+            fusion_layers=loaded.fusion_layers,
         )
 
     @classmethod

@@ -18,6 +18,7 @@ import torch
 from app.config import Settings
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
+from app.engine.fusion import FUSED_LAYER
 from app.engine.errors import CamserveError, InvalidTargetError, ManifestError, UnknownModelError
 from app.engine.methods import METHODS
 from app.engine.models.manifest import ModelSpec, load_manifests
@@ -149,14 +150,17 @@ class ModelHub:
             logger.exception("model %s failed to load", spec.name)
             self._fail(spec.name, f"model {spec.name!r}: {type(error).__name__}: {error}")
             return None
+        fused = [FUSED_LAYER] if engine.fusion_layers else []
         served = ServedModel(
             name=spec.name,
             architecture=spec.architecture,
             weights=loaded.weights,
             description=spec.description,
-            layer=engine.layer,
-            candidate_layers=engine.candidate_layers,
-            layer_names=frozenset(name for name, _ in engine.model.named_modules() if name),
+            layer=FUSED_LAYER if engine.fusion_layers else engine.layer,
+            candidate_layers=[*fused, *engine.candidate_layers],
+            layer_names=frozenset(
+                [*fused, *(name for name, _ in engine.model.named_modules() if name)]
+            ),
             labels=list(loaded.labels),
             input_size=engine.preprocessing.input_size,
             device=str(engine.device),
