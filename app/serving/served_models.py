@@ -18,8 +18,8 @@ import torch
 from app.config import Settings
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
-from app.engine.fusion import FUSED_LAYER
 from app.engine.errors import CamserveError, InvalidTargetError, ManifestError, UnknownModelError
+from app.engine.fusion import FUSED_LAYER
 from app.engine.methods import METHODS
 from app.engine.models.manifest import ModelSpec, load_manifests
 from app.engine.models.registry import LoadedModel, load_model
