@@ -17,14 +17,12 @@ import sys
 import time
 
 import torch
-from pytorch_grad_cam import GradCAM
-from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
-from torch import Tensor, nn
 
 from app.engine.images.resize_policy import ResizePolicy
 from app.quality.composites import composites
-from app.quality.pointing import PeerMaps, StudyTally, study_composites
+from app.quality.pointing import StudyTally, study_composites
 from app.quality.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
+from scripts.cam_peers import peer_map
 
 METHODS = ("gradcam", "hirescam", "layercam")
 LAYERS = ("blocks.3", "blocks.4", "blocks.5", "blocks.6", "bn2")
@@ -35,18 +33,6 @@ FUSIONS = (
     ("blocks.4", "blocks.5", "blocks.6", "bn2"),
 )
 PEER = "pytorch-grad-cam Grad-CAM @ blocks.6"
-
-
-def peer_gradcam(model: nn.Module) -> dict[str, PeerMaps]:
-    """pytorch-grad-cam's Grad-CAM at the last block, its map over the model input."""
-    layer = dict(model.named_modules())[LAST_BLOCK]
-
-    def explain(batch: Tensor, target: int) -> Tensor:
-        with GradCAM(model=model, target_layers=[layer]) as cam:
-            grayscale = cam(input_tensor=batch, targets=[ClassifierOutputTarget(target)])
-        return torch.from_numpy(grayscale[0])
-
-    return {PEER: explain}
 
 
 def table(policy: str, tally: StudyTally) -> list[str]:
@@ -72,7 +58,12 @@ def main(argv: list[str] | None = None) -> None:
         started = time.perf_counter()
         engine = efficientnet_lite0_engine(loaded, ResizePolicy(policy))
         tally = study_composites(
-            engine, images, METHODS, LAYERS, fusions=FUSIONS, peers=peer_gradcam(peer_model)
+            engine,
+            images,
+            METHODS,
+            LAYERS,
+            fusions=FUSIONS,
+            peers={PEER: peer_map(peer_model, LAST_BLOCK)},
         )
         lines.extend(table(policy, tally))
         print(f"{policy}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)

@@ -134,3 +134,12 @@ def test_a_method_refused_on_a_fusion_layer_is_refused_on_fused(engine: CamEngin
     assert (FUSED_LAYER, "gradcam") in results.maps
     with pytest.raises(MethodNotApplicableError, match=r"fused layer 'features\.1'"):
         results[(FUSED_LAYER, "cam")]
+
+
+def test_explain_all_renders_the_fused_maps_at_each_images_size(engine: CamEngine) -> None:
+    generator = torch.Generator().manual_seed(4)
+    images = [torch.randint(0, 256, (3, 40, 56), generator=generator, dtype=torch.uint8)]
+    explained = engine.explain_all(images, ["gradcam"], layers=[FUSED_LAYER])
+    rendered = explained.rendered[(FUSED_LAYER, "gradcam")][0]
+    assert rendered.overlays.shape == (1, 40, 56, 3)
+    assert rendered.maps.max().item() == pytest.approx(1.0)
