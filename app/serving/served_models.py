@@ -20,7 +20,7 @@ from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError, InvalidTargetError, ManifestError, UnknownModelError
 from app.engine.fusion import FUSED_LAYER
-from app.engine.methods import METHODS
+from app.engine.methods import METHODS, get_method
 from app.engine.models.manifest import ModelSpec, load_manifests
 from app.engine.models.registry import LoadedModel, load_model
 from app.engine.targets import class_index
@@ -40,6 +40,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
+DEFAULT_METHOD = "gradcam"
+
+
 class LoadState(StrEnum):
     LOADING = "loading"
     READY = "ready"
@@ -55,6 +58,8 @@ class ServedModel:
     weights: str
     description: str
     layer: str
+    method: str
+    """The method of a request that names none."""
     candidate_layers: list[str]
     layer_names: frozenset[str]
     labels: list[str]
@@ -135,6 +140,7 @@ class ModelHub:
         self, spec: ModelSpec, device: torch.device, autocast: torch.dtype | None
     ) -> CamEngine | None:
         try:
+            method = get_method(spec.method or DEFAULT_METHOD).name
             loaded = load_model(spec)
             engine = CamEngine.from_loaded(
                 loaded,
@@ -157,6 +163,7 @@ class ModelHub:
             weights=loaded.weights,
             description=spec.description,
             layer=FUSED_LAYER if engine.fusion_layers else engine.layer,
+            method=method,
             candidate_layers=[*fused, *engine.candidate_layers],
             layer_names=frozenset(
                 [*fused, *(name for name, _ in engine.model.named_modules() if name)]

@@ -147,3 +147,19 @@ def test_a_manifest_with_fusion_layers_serves_fused_as_its_default_layer(tmp_pat
     snapshot = hub.snapshot()
     assert snapshot.states["typo"] == LoadState.FAILED
     assert "layer9" in snapshot.failures["typo"]
+
+
+def test_a_manifest_names_the_default_method_and_an_unknown_one_fails_its_model(
+    tmp_path: Path,
+) -> None:
+    for name, method in (("layered", "LayerCAM"), ("plain", None), ("wrong", "bestcam")):
+        line = f'method = "{method}"\n' if method else ""
+        (tmp_path / f"{name}.toml").write_text(
+            f'name = "{name}"\narchitecture = "shapes_resnet"\nweights = "random"\n'
+            f"input_size = 32\n{line}"
+        )
+    hub = hub_for(tmp_path)
+    hub.load_all()
+    assert hub.get("layered").method == "layercam"
+    assert hub.get("plain").method == "gradcam"
+    assert "bestcam" in hub.snapshot().failures["wrong"]
