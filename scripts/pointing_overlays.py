@@ -20,9 +20,15 @@ from numpy.typing import NDArray
 from app.engine.engine import CamEngine
 from app.engine.fusion import FUSED_LAYER
 from app.engine.images.render import RenderOptions
+from app.engine.models.manifest import load_manifest
 from app.quality.composites import OBJECTS, Composite, composite_at
 from app.quality.pointing import composite_tensor
-from app.quality.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
+from app.quality.real_model import (
+    LAST_BLOCK,
+    MANIFEST,
+    efficientnet_lite0,
+    efficientnet_lite0_engine,
+)
 
 WIDTH = 320
 """Pixels across each panel."""
@@ -63,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     engine = efficientnet_lite0_engine(efficientnet_lite0())
     args.output.mkdir(parents=True, exist_ok=True)
     samples = whole_photos() + [composite_at(0, index) for index in COMPOSITES]
+    method = load_manifest(MANIFEST).method or "gradcam"
     for number, sample in enumerate(samples):
         panels = [
             panel(engine, sample, LAST_BLOCK, "gradcam"),

@@ -22,8 +22,8 @@ SEED = 1
 DEFAULT = f"layercam @ {FUSED_LAYER}"
 LAST = f"gradcam @ {LAST_BLOCK}"
 PEER = "pytorch-grad-cam"
-DEFAULT_FLOOR = 0.80
-"""Measured: see POINTING_MEASURED."""
+DEFAULT_FLOOR = 0.90
+"""Measured when written: 96.7 % (29 of 30); the peer's last-block Grad-CAM 73.3 %."""
 MARGIN_OVER_PEER = 0.15
 
 
