@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 import torch
 from numpy.typing import NDArray
+from PIL import Image
 
 from app.engine.engine import CamEngine
 from app.engine.fusion import FUSED_LAYER
@@ -30,9 +31,9 @@ from app.quality.real_model import (
     efficientnet_lite0_engine,
 )
 
-WIDTH = 320
+WIDTH = 240
 """Pixels across each panel."""
-COMPOSITES = (0, 1, 2, 3)
+COMPOSITES = (0, 2, 3)
 """Composites of seed 0 shown after the photos."""
 
 
@@ -73,12 +74,13 @@ def main(argv: list[str] | None = None) -> None:
     for number, sample in enumerate(samples):
         panels = [
             panel(engine, sample, LAST_BLOCK, "gradcam"),
-            panel(engine, sample, FUSED_LAYER, DEFAULT_METHOD),
+            panel(engine, sample, FUSED_LAYER, method),
         ]
         gap = np.full((panels[0].shape[0], 6, 3), 255, np.uint8)
         pair = np.concatenate([panels[0], gap, panels[1]], axis=1)
         name = f"{number:02d}-{sample.object_name}-{sample.background}.png"
-        cv2.imwrite(str(args.output / name), pair[..., ::-1], [cv2.IMWRITE_PNG_COMPRESSION, 9])
+        # 128 colours keep each pair small enough for the repository (about 50 kB)
+        Image.fromarray(pair).quantize(colors=128).save(args.output / name, optimize=True)
         print(args.output / name)
 
 

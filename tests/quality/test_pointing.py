@@ -2,9 +2,9 @@
 
 The served EfficientNet-Lite0 (``models/efficientnet_lite0.toml``: its resize policy and fusion
 layers) explains 30 composites of seed 1 (docs/quality.md measures seed 0): camserve's default
-explanation, LayerCAM on the pseudo-layer ``fused`` (blocks.4 and blocks.6), must keep its peak on the object at least
-as often as the floor below, a little under what it measured, and clearly more often than
-pytorch-grad-cam's Grad-CAM at the last block on the same images.
+explanation, LayerCAM on the pseudo-layer ``fused`` (blocks.4 and blocks.6), must keep its peak
+on the object at least as often as the floor below, a little under what it measured, and
+clearly more often than pytorch-grad-cam's Grad-CAM at the last block on the same images.
 """
 
 from __future__ import annotations
