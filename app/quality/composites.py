@@ -2,7 +2,7 @@
 background, for measuring where an ImageNet model's explanations point.
 
 Each object is a rectangle cut from one of the photos that ship with scikit-image and
-matplotlib, by a box drawn by hand around the object (the cat's head in ``chelsea``, the cup and
+matplotlib, by a box drawn by hand around the object (the cat in ``chelsea``, the cup and
 saucer in ``coffee``, the motorcycle in the stereo pair, ...), and it comes with the small set of
 ImageNet classes that name it (Egyptian cat, tabby or tiger cat). A composite is a canvas of one
 of several shapes (wide, tall, square, panoramic) filled with a random crop of a background
