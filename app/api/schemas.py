@@ -71,7 +71,9 @@ class CamParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(None, description="Served model name; default: the default model.")
-    method: str = Field("gradcam", description=f"One of: {', '.join(METHODS)}.")
+    method: str | None = Field(
+        None, description=f"One of: {', '.join(METHODS)}; default: the model's (gradcam)."
+    )
     layer: str | None = Field(
         None,
         description="Target layer (dotted module name); on /v1/explain, several separated by "
@@ -115,6 +117,8 @@ class CamParams(BaseModel):
         return self.layer
 
     def _single_method(self) -> tuple[str, ...]:
+        if self.method is None:
+            return ()
         names = _method_names(self.method)
         if len(names) != 1:
             raise ExplanationError("/v1/cam explains with one method; use /v1/explain for several")
@@ -124,8 +128,10 @@ class CamParams(BaseModel):
 class ExplainParams(CamParams):
     """Query parameters of ``POST /v1/explain``."""
 
-    method: str = Field(
-        "gradcam", description=f"One or more (comma-separated) of: {', '.join(METHODS)}."
+    method: str | None = Field(
+        None,
+        description=f"One or more (comma-separated) of: {', '.join(METHODS)}; default: the "
+        "model's (gradcam).",
     )
     top_k: int = Field(1, ge=1, description="Explain the k most likely classes.")
     include: str = Field(
@@ -154,7 +160,7 @@ class ExplainParams(CamParams):
     def to_request(self) -> ExplainRequest:
         return ExplainRequest(
             model=self.model,
-            methods=_method_names(self.method) or ("gradcam",),
+            methods=_method_names(self.method or ""),
             layer=self.layer,
             target=self.target,
             top_k=self.top_k,

@@ -24,16 +24,13 @@ from torch import Tensor, nn
 from app.engine.devices import resolve_device
 from app.engine.errors import MethodNotApplicableError
 from app.engine.flat_gradients import require_gradient_signal
+from app.engine.fusion import fused_results, layers_to_capture
 from app.engine.gradients import class_gradients
 from app.engine.hooks import capture_layers
 from app.engine.images.colormaps import DEFAULT_COLORMAP
 from app.engine.images.imaging import ImageInput, as_image_tensor
 from app.engine.images.preprocess import Preprocessing
-from app.engine.images.render import (
-    DEFAULT_ALPHA,
-    RenderOptions,
-    render_together,
-)
+from app.engine.images.render import DEFAULT_ALPHA, RenderOptions, render_together
 from app.engine.methods import CamMethod, MethodContext, get_method
 from app.engine.models.classifier import CamHead, cam_classifier
 from app.engine.models.layers import find_candidate_layers, resolve_layer
@@ -99,6 +96,7 @@ class CamEngine:
         device: str | torch.device | None = None,
         autocast: torch.dtype | None = None,
         score_cam_batch_size: int = DEFAULT_SCORE_CAM_BATCH,
+        fusion_layers: Sequence[str] = (),
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -112,7 +110,9 @@ class CamEngine:
         self.score_cam_batch_size = score_cam_batch_size
         self.layer = layer
         self.token_layout = describe_layout(self.model, self.preprocessing.input_size, layer)
-        self.layer_module(layer)
+        self.fusion_layers = tuple(dict.fromkeys(fusion_layers))  # what "fused" combines
+        for name in (layer, *self.fusion_layers):
+            self.layer_module(name)
 
     @classmethod
     def from_loaded(
@@ -132,6 +132,7 @@ class CamEngine:
             device=device,
             autocast=autocast,
             score_cam_batch_size=score_cam_batch_size,
+            fusion_layers=loaded.fusion_layers,
         )
 
     @classmethod
@@ -191,9 +192,10 @@ class CamEngine:
         ``top_k`` predictions; or a (B,) / (B, K) tensor of indices. A class-agnostic method
         (Eigen-CAM) gets one map per image, (B, 1, h, w). ``checkpoint`` is called after the
         pass, between Score-CAM chunks and after each method; it raises to abandon the call.
-        """
+        The layer ``fused`` gives each method's maps fused over ``fusion_layers``."""
         specs = list(dict.fromkeys(get_method(name) for name in methods))
-        layer_names = list(dict.fromkeys(layers or [self.layer]))
+        requested = list(dict.fromkeys(layers or [self.layer]))
+        layer_names = layers_to_capture(requested, self.fusion_layers)
         captured = self._capture(self._model_input(inputs), specs, layer_names, targets, top_k)
         checkpoint()
         results = CamResults(captured.logits, captured.targets, {})
@@ -214,7 +216,7 @@ class CamEngine:
                     class_agnostic=spec.class_agnostic,
                 )
                 checkpoint()
-        return results
+        return fused_results(results, requested, self.fusion_layers)
 
     def compute(
         self,

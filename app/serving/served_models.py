@@ -19,7 +19,8 @@ from app.config import Settings
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError, InvalidTargetError, ManifestError, UnknownModelError
-from app.engine.methods import METHODS
+from app.engine.fusion import FUSED_LAYER
+from app.engine.methods import METHODS, get_method
 from app.engine.models.manifest import ModelSpec, load_manifests
 from app.engine.models.registry import LoadedModel, load_model
 from app.engine.targets import class_index
@@ -39,6 +40,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
+DEFAULT_METHOD = "gradcam"
+
+
 class LoadState(StrEnum):
     LOADING = "loading"
     READY = "ready"
@@ -54,6 +58,8 @@ class ServedModel:
     weights: str
     description: str
     layer: str
+    method: str
+    """The method of a request that names none."""
     candidate_layers: list[str]
     layer_names: frozenset[str]
     labels: list[str]
@@ -134,6 +140,7 @@ class ModelHub:
         self, spec: ModelSpec, device: torch.device, autocast: torch.dtype | None
     ) -> CamEngine | None:
         try:
+            method = get_method(spec.method or DEFAULT_METHOD).name
             loaded = load_model(spec)
             engine = CamEngine.from_loaded(
                 loaded,
@@ -149,14 +156,18 @@ class ModelHub:
             logger.exception("model %s failed to load", spec.name)
             self._fail(spec.name, f"model {spec.name!r}: {type(error).__name__}: {error}")
             return None
+        fused = [FUSED_LAYER] if engine.fusion_layers else []
         served = ServedModel(
             name=spec.name,
             architecture=spec.architecture,
             weights=loaded.weights,
             description=spec.description,
-            layer=engine.layer,
-            candidate_layers=engine.candidate_layers,
-            layer_names=frozenset(name for name, _ in engine.model.named_modules() if name),
+            layer=FUSED_LAYER if engine.fusion_layers else engine.layer,
+            method=method,
+            candidate_layers=[*fused, *engine.candidate_layers],
+            layer_names=frozenset(
+                [*fused, *(name for name, _ in engine.model.named_modules() if name)]
+            ),
             labels=list(loaded.labels),
             input_size=engine.preprocessing.input_size,
             device=str(engine.device),

@@ -44,7 +44,8 @@ class ClientDisconnectedError(Exception):
 @dataclass(frozen=True)
 class ExplainRequest:
     model: str | None = None
-    methods: tuple[str, ...] = ("gradcam",)
+    methods: tuple[str, ...] = ()
+    """Default (none): the model's method."""
     layer: str | None = None
     """One layer, or several separated by commas; default: the model's layer."""
     target: str | None = None
@@ -87,7 +88,8 @@ class Service:
     def validate(self, wanted: ExplainRequest) -> ValidRequest:
         """Check the parameters against the served model before any image byte is read."""
         model = self.hub.get(wanted.model)
-        methods = tuple(dict.fromkeys(get_method(name).name for name in wanted.methods))
+        names = wanted.methods or (model.method,)
+        methods = tuple(dict.fromkeys(get_method(name).name for name in names))
         layers = tuple(dict.fromkeys(_split(wanted.layer))) or (model.layer,)
         for layer in layers:
             if layer not in model.layer_names:

@@ -529,3 +529,25 @@ def test_explain_and_cam_agree_on_the_overlay(client: TestClient) -> None:
     cam = post_image(client, data=IMAGE, params={**TINY, "method": "layercam", "target": "2"})
     explained = explain(client, method="layercam", target="2")["explanations"][0]
     assert np.array_equal(pixels(cam.content), np.asarray(b64_image(explained["overlay"])))
+
+
+# ---------------------------------------------------------------------------- a fusing model
+
+
+def test_a_request_naming_no_method_or_layer_gets_the_manifests_fused_default(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "fusing.toml").write_text(
+        'name = "fusing"\narchitecture = "resnet18"\nweights = "random"\nnum_classes = 10\n'
+        'input_size = 64\nmethod = "layercam"\nfusion_layers = ["layer3", "layer4"]\n'
+    )
+    with serving(make_settings(tmp_path)) as fusing:
+        default = post_image(fusing, data=IMAGE)
+        named = post_image(fusing, data=IMAGE, params={"method": "gradcam", "layer": "layer4"})
+        listed = explain(fusing, model="fusing", layer="fused,layer4", method="layercam")
+    assert default.status_code == 200, default.text
+    assert default.headers["x-camserve-method"] == "layercam"
+    assert default.headers["x-camserve-layer"] == "fused"
+    assert named.headers["x-camserve-method"] == "gradcam"
+    assert named.headers["x-camserve-layer"] == "layer4"
+    assert [entry["layer"] for entry in listed["explanations"]] == ["fused", "layer4"]

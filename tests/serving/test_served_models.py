@@ -129,3 +129,37 @@ def test_class_index_accepts_labels_and_refuses_out_of_range(tmp_path: Path) -> 
     assert model.class_index("4") == 4
     with pytest.raises(InvalidTargetError, match=r"out of range.*0-4"):
         model.class_index("5")
+
+
+def test_a_manifest_with_fusion_layers_serves_fused_as_its_default_layer(tmp_path: Path) -> None:
+    for name, layers in (("fusing", '["layer3", "layer4"]'), ("typo", '["layer3", "layer9"]')):
+        (tmp_path / f"{name}.toml").write_text(
+            f'name = "{name}"\narchitecture = "shapes_resnet"\nweights = "random"\n'
+            f"input_size = 32\nfusion_layers = {layers}\n"
+        )
+    hub = hub_for(tmp_path)
+    engines = hub.load_all()
+    assert engines["fusing"].fusion_layers == ("layer3", "layer4")
+    served = hub.get("fusing")
+    assert served.layer == "fused"
+    assert served.candidate_layers[0] == "fused"
+    assert {"fused", "layer3", "layer4"} <= served.layer_names
+    snapshot = hub.snapshot()
+    assert snapshot.states["typo"] == LoadState.FAILED
+    assert "layer9" in snapshot.failures["typo"]
+
+
+def test_a_manifest_names_the_default_method_and_an_unknown_one_fails_its_model(
+    tmp_path: Path,
+) -> None:
+    for name, method in (("layered", "LayerCAM"), ("plain", None), ("wrong", "bestcam")):
+        line = f'method = "{method}"\n' if method else ""
+        (tmp_path / f"{name}.toml").write_text(
+            f'name = "{name}"\narchitecture = "shapes_resnet"\nweights = "random"\n'
+            f"input_size = 32\n{line}"
+        )
+    hub = hub_for(tmp_path)
+    hub.load_all()
+    assert hub.get("layered").method == "layercam"
+    assert hub.get("plain").method == "gradcam"
+    assert "bestcam" in hub.snapshot().failures["wrong"]

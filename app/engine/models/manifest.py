@@ -78,6 +78,11 @@ class ModelSpec(BaseModel):
     weights: str = Field(default="DEFAULT", min_length=1)
     key_map: KeyMap = "by-name"
     layer: str | None = None
+    method: str | None = None
+    """The method of a request that names none (default: ``gradcam``)."""
+    fusion_layers: list[str] | None = None
+    """Layers whose maps the pseudo-layer ``fused`` combines; when given, ``fused`` is the
+    model's default layer in the API (``app/engine/fusion.py``)."""
     input_size: tuple[int, int] | None = None
     mean: tuple[float, float, float] | None = None
     std: tuple[float, float, float] | None = None

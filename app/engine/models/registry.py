@@ -103,6 +103,8 @@ class LoadedModel:
     preprocessing: Preprocessing
     weights: str
     """Where the weights came from, for people (e.g. ``torchvision resnet50 IMAGENET1K_V2``)."""
+    fusion_layers: tuple[str, ...] = ()
+    """The layers the pseudo-layer ``fused`` combines (none: no ``fused``)."""
 
 
 # ---------------------------------------------------------------------------- architectures
@@ -193,6 +195,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             labels=_labels(given_labels, source, num_classes),
             preprocessing=spec.preprocessing(),
             weights=source.description,
+            fusion_layers=tuple(spec.fusion_layers or ()),
         )
 
 
@@ -232,6 +235,7 @@ def _load_from_source(spec: ModelSpec) -> LoadedModel:
             labels=labels or [f"class_{index}" for index in range(num_classes)],
             preprocessing=preprocessing,
             weights=built.weights,
+            fusion_layers=tuple(spec.fusion_layers or ()),
         )
 
 
