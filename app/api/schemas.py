@@ -272,6 +272,9 @@ class ModelInfo(BaseModel):
     num_classes: int
     labels: list[str]
     default_layer: str = Field(validation_alias="layer")
+    default_method: str = Field(
+        validation_alias="method", description="The method of a request that names none."
+    )
     candidate_layers: list[str]
     methods: list[str]
     input_size: tuple[int, int]

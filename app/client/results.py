@@ -168,6 +168,7 @@ class ModelInfo:
     num_classes: int
     labels: tuple[str, ...]
     default_layer: str
+    default_method: str
     candidate_layers: tuple[str, ...]
     methods: tuple[str, ...]
     input_size: tuple[int, int]
@@ -185,6 +186,7 @@ class ModelInfo:
             num_classes=body["num_classes"],
             labels=tuple(body["labels"]),
             default_layer=body["default_layer"],
+            default_method=body["default_method"],
             candidate_layers=tuple(body["candidate_layers"]),
             methods=tuple(body["methods"]),
             input_size=(int(height), int(width)),

@@ -27,6 +27,7 @@ MODEL_FIELDS = {
     "num_classes",
     "labels",
     "default_layer",
+    "default_method",
     "candidate_layers",
     "methods",
     "input_size",
@@ -73,6 +74,7 @@ def test_tiny_model_fields(listing: dict[str, Any]) -> None:
     assert tiny["num_classes"] == 10
     assert tiny["labels"] == TINY_LABELS
     assert tiny["default_layer"] == "layer4"
+    assert tiny["default_method"] == "gradcam"
     assert tiny["input_size"] == [64, 64]
     assert tiny["device"] == "cpu"
     assert tiny["methods"] == list(METHODS)

@@ -147,6 +147,7 @@ def test_models_lists_the_served_model(client: Client) -> None:
     )
     assert "layer3" in shapes.candidate_layers
     assert "scorecam" in shapes.methods
+    assert shapes.default_method == "gradcam"
 
 
 ERRORS: dict[str, tuple[Callable[[Client, bytes], object], type[CamserveError], int, str, str]] = {

@@ -197,7 +197,7 @@ function fillModelControls() {
   const model = currentModel();
   ui.modelDescription.textContent = model?.description ?? '';
   ui.layer.replaceChildren(...layerOptions(model));
-  fillMethods(model?.methods ?? []);
+  fillMethods(model?.methods ?? [], model?.default_method);
 }
 
 function layerOptions(model) {
@@ -209,10 +209,11 @@ function layerOptions(model) {
   ];
 }
 
-/** One checkbox per method, keeping the chosen ones the model also offers. */
-function fillMethods(methods) {
+/** One checkbox per method, keeping the chosen ones the model also offers; none chosen yet:
+ * the model's own default method. */
+function fillMethods(methods, defaultMethod = DEFAULT_METHOD) {
   const kept = chosenMethods().filter((method) => methods.includes(method));
-  const fallback = methods.includes(DEFAULT_METHOD) ? DEFAULT_METHOD : methods[0];
+  const fallback = methods.includes(defaultMethod) ? defaultMethod : methods[0];
   const checked = new Set(kept.length > 0 ? kept : [fallback]);
   ui.methods.replaceChildren(
     ...methods.map((method) => choice('method', method, methodName(method), checked.has(method))),
