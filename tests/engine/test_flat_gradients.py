@@ -84,7 +84,7 @@ def test_a_cnn_layer_that_never_carries_a_gradient_is_refused_in_its_own_words()
     assert float(results[("features", "scorecam")].layer_maps.max()) == 1.0
 
 
-def tiny_vit() -> VisionTransformer:
+def tiny_vit(*, zero_head: bool = False) -> VisionTransformer:
     torch.manual_seed(2)
     model = VisionTransformer(
         image_size=SIZE,
@@ -95,7 +95,8 @@ def tiny_vit() -> VisionTransformer:
         mlp_dim=16,
         num_classes=5,
     )
-    nn.init.normal_(model.heads.head.weight)  # torchvision starts the head at zero
+    if not zero_head:
+        nn.init.normal_(model.heads.head.weight)  # torchvision starts the head at zero
     return model
 
 
@@ -126,3 +127,16 @@ def test_the_verdict_is_reached_once_per_layer(
     relu_net.compute(images()[:1], "gradcam")
     # the first request's own pass, then one probe pass, and never again
     assert passes == [2, PROBE_IMAGES, 2, 1]
+
+
+def test_a_model_whose_output_ignores_its_input_says_so() -> None:
+    """A torchvision ViT built with random weights has a zero head: no layer has a gradient."""
+    engine = CamEngine(
+        tiny_vit(zero_head=True),
+        "encoder.layers.encoder_layer_1.ln_1",
+        preprocessing=Preprocessing(input_size=(SIZE, SIZE)),
+        device="cpu",
+    )
+    with pytest.raises(UnknownLayerError, match=r"same class scores for every input.*head"):
+        engine.compute(torch.randn(2, 3, SIZE, SIZE), "gradcam")
+    assert float(engine.compute(torch.randn(2, 3, SIZE, SIZE), "eigencam").layer_maps.max()) == 1.0
