@@ -853,3 +853,35 @@ def test_warm_up_keeps_a_model_whose_default_layer_never_has_a_gradient(
     with pytest.raises(UnknownLayerError, match="zero everywhere"):
         engine.compute(batch, "gradcam")
     assert float(engine.compute(batch, "eigencam").layer_maps.max()) == 1.0
+
+
+def test_an_image_without_gradient_gets_the_same_flag_and_map_alone_and_batched() -> None:
+    """A black image is negative everywhere once normalised: ReluGapNet's ReLUs are all off, its
+    gradient at ``features`` is zero. Alone or beside an image that has a gradient, it gets the
+    same all-zero map, flagged; the other image's map is real and unflagged."""
+    torch.manual_seed(0)
+    engine = small_engine(ReluGapNet())
+    black = torch.zeros((3, 24, 32), dtype=torch.uint8)
+
+    async def scenario() -> tuple[JobResult, list[JobResult]]:
+        worker, _ = make_worker({"small": engine}, max_batch_size=8)
+        worker.start()
+        try:
+            (alone,) = await results_of(worker, [make_job(image=black, target=1)])
+            pair = [make_job(image=black, target=1), make_job(image=random_image(), target=1)]
+            return alone, await results_of(worker, pair)
+        finally:
+            await stop(worker)
+
+    alone, (batched, other) = run(scenario())
+    assert (alone.batch_size, batched.batch_size) == (1, 2)
+    assert only_maps(alone).empty.tolist() == only_maps(batched).empty.tolist() == [True]
+    assert only_maps(other).empty.tolist() == [False]
+    assert np.array_equal(only_maps(alone).heatmaps, only_maps(batched).heatmaps)
+    assert int(only_maps(alone).heatmaps.max()) == 0
+    assert int(only_maps(other).heatmaps.max()) == 255
+
+
+async def results_of(worker: BatchingWorker, jobs: list[Job]) -> list[JobResult]:
+    worker.submit(jobs)
+    return await results(jobs)
