@@ -6,10 +6,9 @@ when a requested method needs gradients, runs one backward pass for all target r
 layers (a vmapped one for top-k) from the selected scores to the captured activations. Each
 method then runs on the same ``MethodContext``; only Score-CAM adds forward passes, its masked
 ones. Nothing below the shallowest target layer takes part in the backward pass: the parameters
-are frozen and the graph starts there. The model stays in eval mode; the only thing the engine
-remembers between calls is, per layer, whether it can carry a gradient at all (probed once on
-seeded random images: ``flat_gradients.py``). An image whose gradient at a layer is zero gets
-its all-zero map, flagged in ``CamMaps.empty_maps``.
+are frozen and the graph starts there. The model stays in eval mode; the engine remembers only
+whether each layer can carry a gradient at all (probed once: ``flat_gradients.py``). An image
+whose gradient at a layer is zero gets its all-zero map, flagged in ``CamMaps.empty_maps``.
 """
 
 from __future__ import annotations
@@ -185,7 +184,8 @@ class CamEngine:
         specs = list(dict.fromkeys(get_method(name) for name in methods))
         layer_names = list(dict.fromkeys(layers or [self.layer]))
         captured = self._capture(self._model_input(inputs), specs, layer_names, targets, top_k)
-        flat = self.gradient_refusals(layer_names) if _need_gradients(specs) else {}
+        shape = captured.batch.shape[1:]
+        flat = self.gradient_refusals(layer_names, shape) if _need_gradients(specs) else {}
         checkpoint()
         results = CamResults(captured.logits, captured.targets, {})
         for layer_name in layer_names:
@@ -211,10 +211,13 @@ class CamEngine:
                 checkpoint()
         return results
 
-    def gradient_refusals(self, layers: Sequence[str]) -> dict[str, str]:
-        """Why gradient methods are refused (422) on each of ``layers`` that can never carry a
-        gradient; decided once per layer on seeded random images, never on a request's."""
-        return self._gradient_reach.refusals({name: self.layer_module(name) for name in layers})
+    def gradient_refusals(
+        self, layers: Sequence[str], shape: Sequence[int] | None = None
+    ) -> dict[str, str]:
+        """Why gradient methods get a 422 on each of ``layers`` that never carries a gradient,
+        decided once per layer on seeded random inputs of ``shape`` (default 3 × input size)."""
+        shape = shape or (3, *self.preprocessing.input_size)
+        return self._gradient_reach.refusals({n: self.layer_module(n) for n in layers}, shape)
 
     def compute(
         self,

@@ -20,7 +20,7 @@ Two different things, told apart here:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -51,11 +51,11 @@ def empty_gradient_flags(gradients: Tensor) -> Tensor:
     return ~gradients.flatten(2).any(dim=2)
 
 
-def probe_inputs(input_size: tuple[int, int], device: torch.device) -> Tensor:
-    """(PROBE_IMAGES, 3, h, w) standard-normal model inputs (the scale of normalised images),
+def probe_inputs(shape: Sequence[int], device: torch.device) -> Tensor:
+    """(PROBE_IMAGES, *shape) standard-normal model inputs (the scale of normalised images),
     from a fixed seed: nothing degenerate about them, no ReLU sitting at exactly zero."""
     generator = torch.Generator().manual_seed(PROBE_SEED)
-    return torch.randn((PROBE_IMAGES, 3, *input_size), generator=generator).to(device)
+    return torch.randn((PROBE_IMAGES, *shape), generator=generator).to(device)
 
 
 def probe_targets(classes: int, images: int, device: torch.device) -> Tensor:
@@ -77,14 +77,14 @@ class GradientReach:
         self._device = device
         self._verdicts: dict[str, str | None] = {}
 
-    def refusals(self, modules: Mapping[str, nn.Module]) -> dict[str, str]:
+    def refusals(self, modules: Mapping[str, nn.Module], shape: Sequence[int]) -> dict[str, str]:
         """Why each layer of ``modules`` that can never carry a gradient is refused (the
         ``UnknownLayerError`` message); the layers not seen before are probed together, in one
-        pass."""
+        pass on inputs of ``shape`` (C, H, W), one the model takes."""
         unseen = {name: module for name, module in modules.items() if name not in self._verdicts}
         if unseen:
             self._verdicts.update(
-                probe_gradient_reach(self._forward, unseen, self._layout, self._device)
+                probe_gradient_reach(self._forward, unseen, self._layout, shape, self._device)
             )
         return {name: why for name in modules if (why := self._verdicts[name]) is not None}
 
@@ -93,12 +93,13 @@ def probe_gradient_reach(
     forward: Callable[[Tensor], Tensor],
     modules: Mapping[str, nn.Module],
     layout: TokenLayout,
+    shape: Sequence[int],
     device: torch.device,
 ) -> dict[str, str | None]:
     """Per layer of ``modules``: ``None`` when the class scores send it a gradient for some probe
     image, else why gradient methods are refused on it. One hooked forward pass on the
     probe batch and one backward pass, for all the layers at once."""
-    batch = probe_inputs(layout.input_size, device)
+    batch = probe_inputs(shape, device)
     hooks = capture_layers(modules, track_gradient=True, layout=layout)
     with torch.inference_mode(False), torch.enable_grad(), hooks as records:
         logits = forward(batch)
