@@ -100,7 +100,9 @@ async def _disconnected(request: Request) -> None:
         200: {
             "content": {media: {} for media in MEDIA_TYPES.values()},
             "description": "The overlay at the original resolution. Headers X-Camserve-Class, "
-            "X-Camserve-Label (percent-encoded), X-Camserve-Score, -Model, -Method, -Layer.",
+            "X-Camserve-Label (percent-encoded), X-Camserve-Score, -Model, -Method, -Layer, and "
+            "X-Camserve-Empty-Map (true when the class's gradient at the layer is zero "
+            "everywhere for this image, so the map is all zero; else false).",
         },
         **ERRORS,
     },
@@ -123,6 +125,7 @@ async def cam(
             "X-Camserve-Model": outcome.model.name,
             "X-Camserve-Method": outcome.methods[0],
             "X-Camserve-Layer": outcome.layers[0],
+            "X-Camserve-Empty-Map": "true" if result.maps[0].empty[0] else "false",
         },
     )
 
@@ -197,6 +200,7 @@ async def _explained_class(
         label=outcome.model.labels[class_index],
         probability=result.target_probabilities[rank],
         class_agnostic=maps.class_agnostic,
+        empty=True if maps.empty[rank] else None,
         raw_map=maps.layer_maps[rank].tolist() if "raw_map" in included else None,
     )
     # The overlay and the heatmap are encoded side by side in the codec threads.

@@ -204,6 +204,12 @@ class ExplainedClass(BaseModel):
         description="The map does not depend on the class (Eigen-CAM): it comes once per "
         "layer, and the class fields name the first explained class.",
     )
+    empty: bool | None = Field(
+        None,
+        description="Present, and true, only when the explained class's gradient at the layer "
+        "is zero everywhere for this image: the map is all zero (gradient methods only; the "
+        "same image gets the same answer alone or batched).",
+    )
     overlay: str | None = Field(
         None, description="Base64 overlay at the original resolution (include=overlay)."
     )

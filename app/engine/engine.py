@@ -6,8 +6,9 @@ when a requested method needs gradients, runs one backward pass for all target r
 layers (a vmapped one for top-k) from the selected scores to the captured activations. Each
 method then runs on the same ``MethodContext``; only Score-CAM adds forward passes, its masked
 ones. Nothing below the shallowest target layer takes part in the backward pass: the parameters
-are frozen and the graph starts there. The model stays in eval mode and nothing is stored on the
-engine between calls.
+are frozen and the graph starts there. The model stays in eval mode; the engine remembers only
+whether each layer can carry a gradient at all (probed once: ``flat_gradients.py``). An image
+whose gradient at a layer is zero gets its all-zero map, flagged in ``CamMaps.empty_maps``.
 """
 
 from __future__ import annotations
@@ -15,15 +16,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from functools import cached_property
 
 import torch
 from torch import Tensor, nn
 
 from app.engine.devices import resolve_device
-from app.engine.errors import MethodNotApplicableError
-from app.engine.flat_gradients import require_gradient_signal
+from app.engine.errors import MethodNotApplicableError, UnknownLayerError
+from app.engine.flat_gradients import GradientReach, empty_gradient_flags
 from app.engine.fusion import fused_results, layers_to_capture
 from app.engine.gradients import class_gradients
 from app.engine.hooks import capture_layers
@@ -36,11 +36,12 @@ from app.engine.models.classifier import CamHead, cam_classifier
 from app.engine.models.layers import find_candidate_layers, resolve_layer
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import LoadedModel, load_model
-from app.engine.models.tokens import describe_layout, logits_of
+from app.engine.models.tokens import class_logits, describe_layout
 from app.engine.results import (
     BatchExplanation,
     CamMaps,
     CamResults,
+    CapturedPass,
     Explanation,
     repeat_for_targets,
 )
@@ -60,19 +61,6 @@ __all__ = [
 DEFAULT_SCORE_CAM_BATCH = 64
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _CapturedPass:
-    """What one hooked pass produced, detached from the graph."""
-
-    batch: Tensor
-    activations: dict[str, Tensor]
-    """Per layer, (B, 1, C, h, w) float32."""
-    logits: Tensor
-    targets: Tensor
-    gradients: dict[str, Tensor]
-    """Per layer, (B, K, C, h, w) float32; empty when no method needs them."""
 
 
 def _never_stop() -> None:
@@ -113,6 +101,7 @@ class CamEngine:
         self.fusion_layers = tuple(dict.fromkeys(fusion_layers))  # what "fused" combines
         for name in (layer, *self.fusion_layers):
             self.layer_module(name)
+        self._gradient_reach = GradientReach(self._forward, self.token_layout, self.device)
 
     @classmethod
     def from_loaded(
@@ -197,14 +186,19 @@ class CamEngine:
         requested = list(dict.fromkeys(layers or [self.layer]))
         layer_names = layers_to_capture(requested, self.fusion_layers)
         captured = self._capture(self._model_input(inputs), specs, layer_names, targets, top_k)
+        shape = captured.batch.shape[1:]
+        flat = self.gradient_refusals(layer_names, shape) if _need_gradients(specs) else {}
         checkpoint()
         results = CamResults(captured.logits, captured.targets, {})
         for layer_name in layer_names:
             context = self._context(captured, layer_name, checkpoint)
+            empty = None if context.gradients is None else empty_gradient_flags(context.gradients)
             for spec in specs:
                 try:
+                    if spec.needs_gradients and layer_name in flat:
+                        raise UnknownLayerError(flat[layer_name])
                     raw = spec.compute(context).contiguous()
-                except MethodNotApplicableError as refusal:
+                except (MethodNotApplicableError, UnknownLayerError) as refusal:
                     results.refusals[(layer_name, spec.name)] = refusal
                     continue
                 results.maps[(layer_name, spec.name)] = CamMaps(
@@ -214,9 +208,18 @@ class CamEngine:
                     captured.logits,
                     captured.targets,
                     class_agnostic=spec.class_agnostic,
+                    empty=empty if spec.needs_gradients else None,
                 )
                 checkpoint()
         return fused_results(results, requested, self.fusion_layers)
+
+    def gradient_refusals(
+        self, layers: Sequence[str], shape: Sequence[int] | None = None
+    ) -> dict[str, str]:
+        """Why gradient methods get a 422 on each of ``layers`` that never carries a gradient,
+        decided once per layer on seeded random inputs of ``shape`` (default 3 × input size)."""
+        shape = shape or (3, *self.preprocessing.input_size)
+        return self._gradient_reach.refusals({n: self.layer_module(n) for n in layers}, shape)
 
     def compute(
         self,
@@ -318,23 +321,19 @@ class CamEngine:
         layer_names: Sequence[str],
         targets: Targets,
         top_k: int,
-    ) -> _CapturedPass:
+    ) -> CapturedPass:
         """The one forward pass (and, when a method needs gradients, the one backward pass)."""
         modules = {name: self.layer_module(name) for name in layer_names}
-        needs_gradients = any(spec.needs_gradients for spec in specs)
+        needs_gradients = _need_gradients(specs)
         grad_mode = torch.enable_grad() if needs_gradients else torch.no_grad()
-        with torch.inference_mode(False), grad_mode:
-            with capture_layers(
-                modules, track_gradient=needs_gradients, layout=self.token_layout
-            ) as records:
-                logits = self._forward(batch)
-                activations = [records[name].require_activation() for name in layer_names]
-                chosen = choose_targets(logits, targets, top_k, self.labels)
-                captures = [records[name] for name in layer_names]
-                gradients = class_gradients(logits, captures, chosen) if needs_gradients else []
-            for name, gradient in zip(layer_names, gradients, strict=False):
-                require_gradient_signal(gradient, name, self.token_layout.suggested_layer)
-        return _CapturedPass(
+        hooks = capture_layers(modules, track_gradient=needs_gradients, layout=self.token_layout)
+        with torch.inference_mode(False), grad_mode, hooks as records:
+            logits = self._forward(batch)
+            activations = [records[name].require_activation() for name in layer_names]
+            chosen = choose_targets(logits, targets, top_k, self.labels)
+            captures = [records[name] for name in layer_names]
+            gradients = class_gradients(logits, captures, chosen) if needs_gradients else []
+        return CapturedPass(
             batch=batch,
             activations={
                 name: activation.detach().float().unsqueeze(1)
@@ -346,7 +345,7 @@ class CamEngine:
         )
 
     def _context(
-        self, captured: _CapturedPass, layer_name: str, checkpoint: Callable[[], None]
+        self, captured: CapturedPass, layer_name: str, checkpoint: Callable[[], None]
     ) -> MethodContext:
         return MethodContext(
             layer=layer_name,
@@ -380,13 +379,7 @@ class CamEngine:
 
     def _forward(self, batch: Tensor) -> Tensor:
         with self._autocast():
-            logits = logits_of(self.model(batch))
-        if not isinstance(logits, Tensor) or logits.dim() != 2:
-            raise MethodNotApplicableError(
-                "the model must return (batch, classes) logits, got "
-                f"{tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__}"
-            )
-        return logits
+            return class_logits(self.model(batch))
 
     def label_of(self, index: int) -> str:
         """The label of class ``index`` (its number when the engine has no labels)."""
@@ -397,3 +390,7 @@ class CamEngine:
     def class_index(self, target: int | str) -> int:
         """The class index for an index or a label (exact, then case-insensitive)."""
         return class_index(self.labels, target)
+
+
+def _need_gradients(specs: Sequence[CamMethod]) -> bool:
+    return any(spec.needs_gradients for spec in specs)

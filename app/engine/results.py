@@ -1,5 +1,5 @@
 """What an engine call returns: each (layer, method)'s maps, the pass's logits and targets,
-and their renderings."""
+and their renderings; and what its one hooked pass captured on the way."""
 
 from __future__ import annotations
 
@@ -9,16 +9,30 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
-from app.engine.errors import MethodNotApplicableError
+from app.engine.errors import ExplanationError
 from app.engine.images.render import RenderedImage, normalize_maps
 
 __all__ = [
     "BatchExplanation",
     "CamMaps",
     "CamResults",
+    "CapturedPass",
     "Explanation",
     "repeat_for_targets",
 ]
+
+
+@dataclass(frozen=True)
+class CapturedPass:
+    """What the engine's one hooked pass produced, detached from the graph."""
+
+    batch: Tensor
+    activations: dict[str, Tensor]
+    """Per layer, (B, 1, C, h, w) float32."""
+    logits: Tensor
+    targets: Tensor
+    gradients: dict[str, Tensor]
+    """Per layer, (B, K, C, h, w) float32; empty when no method needs them."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,19 @@ class CamMaps:
     """(B, K) int64: the explained class of each map."""
     class_agnostic: bool = False
     """The map does not depend on the target class (Eigen-CAM)."""
+    empty: Tensor | None = None
+    """(B, K) bool for a gradient method: the maps whose target's gradient at the layer is zero
+    everywhere (so the map is all zero); ``None`` for methods that need no gradient."""
+
+    @property
+    def empty_maps(self) -> Tensor:
+        """(B, K) bool, like ``raw_maps``' first two dimensions: each map whose gradient was
+        zero everywhere for its image and target; never set for methods without gradients."""
+        if self.empty is None:
+            return torch.zeros(
+                self.raw_maps.shape[:2], dtype=torch.bool, device=self.raw_maps.device
+            )
+        return self.empty
 
     @cached_property
     def layer_maps(self) -> Tensor:
@@ -63,9 +90,10 @@ class CamResults:
     targets: Tensor
     maps: dict[tuple[str, str], CamMaps]
     """Keyed by (layer, method), in the order layers × methods were asked for."""
-    refusals: dict[tuple[str, str], MethodNotApplicableError] = field(default_factory=dict)
-    """The (layer, method) pairs the method refused (CAM on a layer without a GAP head); the
-    other pairs of the same pass are unaffected."""
+    refusals: dict[tuple[str, str], ExplanationError] = field(default_factory=dict)
+    """The (layer, method) pairs the method refused (CAM on a layer without a GAP head, a
+    gradient method on a layer that can never carry a gradient); the other pairs of the same
+    pass are unaffected."""
 
     def __getitem__(self, key: tuple[str, str]) -> CamMaps:
         if key in self.refusals:

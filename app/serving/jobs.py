@@ -55,6 +55,9 @@ class MethodMaps:
     """(K', H, W) grayscale."""
     layer_maps: NDArray[np.float32]
     """(K', h, w) normalised maps at the layer's resolution."""
+    empty: NDArray[np.bool_]
+    """(K',): maps whose gradient was zero everywhere for this image (all-zero maps; gradient
+    methods only)."""
 
     def entry(self, rank: int) -> int:
         """The index of the map that explains target ``rank`` (0-based)."""

@@ -21,12 +21,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
 from app.engine.engine import BatchExplanation, CamEngine
-from app.engine.errors import MethodNotApplicableError, UnknownModelError
+from app.engine.errors import ExplanationError, UnknownModelError
 from app.engine.images.render import RenderedImage, RenderOptions
 from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 from app.serving.jobs import (
@@ -286,7 +285,7 @@ def _results(
     targets = results.targets.cpu()
     target_probabilities = results.probabilities.gather(1, results.targets).cpu()
     on_cpu = {
-        key: _maps_on_cpu(cams.layer_maps, explained.rendered[key])
+        key: _maps_on_cpu(cams.layer_maps, cams.empty_maps, explained.rendered[key])
         for key, cams in results.maps.items()
     }
     compute_s = time.monotonic() - started
@@ -310,13 +309,18 @@ def _results(
 
 
 def _refusal(
-    refusals: dict[tuple[str, str], MethodNotApplicableError], job: Job
-) -> MethodNotApplicableError | None:
+    refusals: dict[tuple[str, str], ExplanationError], job: Job
+) -> ExplanationError | None:
     wanted = (refusals.get((layer, method)) for layer in job.key.layers for method in job.methods)
     return next((refusal for refusal in wanted if refusal is not None), None)
 
 
-_CpuMaps = tuple[dict[int, NDArray[np.uint8]], dict[int, NDArray[np.uint8]], NDArray[np.float32]]
+_CpuMaps = tuple[
+    dict[int, NDArray[np.uint8]],
+    dict[int, NDArray[np.uint8]],
+    NDArray[np.float32],
+    NDArray[np.bool_],
+]
 
 
 def _method_maps(
@@ -326,22 +330,34 @@ def _method_maps(
     on_cpu: dict[tuple[str, str], _CpuMaps],
     index: int,
 ) -> MethodMaps:
-    overlays, heatmaps, layer_maps = on_cpu[(layer, method)]
+    overlays, heatmaps, layer_maps, empty = on_cpu[(layer, method)]
     return MethodMaps(
-        layer, method, class_agnostic, overlays[index], heatmaps[index], layer_maps[index]
+        layer,
+        method,
+        class_agnostic,
+        overlays[index],
+        heatmaps[index],
+        layer_maps[index],
+        empty[index],
     )
 
 
-def _maps_on_cpu(layer_maps: Tensor, rendered: dict[int, RenderedImage]) -> _CpuMaps:
+def _maps_on_cpu(layer_maps: Tensor, empty: Tensor, rendered: dict[int, RenderedImage]) -> _CpuMaps:
     """(overlays, heatmaps) by image index, for the images that asked for the method, and the
-    layer maps of every image, on the CPU."""
+    layer maps and empty-map flags of every image, on the CPU."""
     overlays = {index: image.overlays.cpu().numpy() for index, image in rendered.items()}
     heatmaps = {index: image.heatmaps.cpu().numpy() for index, image in rendered.items()}
-    return overlays, heatmaps, layer_maps.cpu().numpy()
+    return overlays, heatmaps, layer_maps.cpu().numpy(), empty.cpu().numpy()
 
 
 def warm_up(engine: CamEngine) -> None:
-    """One forward and one backward pass, so the first request pays no start-up costs."""
-    height, width = engine.preprocessing.input_size
-    engine.compute(torch.zeros((1, 3, height, width)), "gradcam")
+    """One hooked forward and one backward pass, so the first request pays no start-up costs.
+
+    The pass is the probe that settles, once, whether the default layer can carry a gradient
+    (seeded random images, never an all-zero one). A layer that cannot is not a reason to refuse
+    the model: Eigen-CAM, Score-CAM and CAM still explain it, and gradient methods on it are
+    answered with a 422 that says why, which the log repeats now."""
+    refusal = engine.gradient_refusals([engine.layer]).get(engine.layer)
+    if refusal is not None:
+        logger.warning("gradient methods on the default layer will be refused: %s", refusal)
     _ = engine.candidate_layers

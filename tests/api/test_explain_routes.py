@@ -12,14 +12,24 @@ from urllib.parse import quote, unquote
 import numpy as np
 import pytest
 import torch
+import torchvision
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from app.api.application import create_app
 from app.api.schemas import INCLUDE_OPTIONS
 from app.engine.images.colormaps import colormap_table
 from app.engine.images.regions import Threshold, find_regions
 from app.quality.scenes import scene_at
-from tests.api.helpers import PNG, decode, make_settings, pixels, post_image, serving
+from tests.api.helpers import (
+    PNG,
+    decode,
+    make_settings,
+    pixels,
+    post_image,
+    serving,
+    wait_ready,
+)
 from tests.support import TINY_LABELS, image_bytes
 
 WIDTH, HEIGHT = 80, 60
@@ -551,3 +561,69 @@ def test_a_request_naming_no_method_or_layer_gets_the_manifests_fused_default(
     assert named.headers["x-camserve-method"] == "gradcam"
     assert named.headers["x-camserve-layer"] == "layer4"
     assert [entry["layer"] for entry in listed["explanations"]] == ["fused", "layer4"]
+
+
+# ---------------------------------------------------------------------------- empty maps
+
+LOAD_TIMEOUT_S = 180.0
+"""Building VGG-11's 10-class head (120 M weights) twice (here and in the loader) takes seconds
+on an idle machine, much longer on a busy shared one."""
+BLACK = np.zeros((HEIGHT, WIDTH, 3), dtype=np.uint8)
+"""With mean 0 and std 1 the model input is all zero: a random-weight VGG or DenseNet (zero
+biases, every ReLU at 0) sends no gradient to its default layer for any class."""
+
+
+def png_bytes(rgb: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(rgb).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def seeded_cnns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """Seeded random-weight ``vgg11`` and ``densenet121`` checkpoints, 10 classes, served by
+    manifest at 64×64 with mean 0 and std 1."""
+    folder = tmp_path_factory.mktemp("cnns")
+    for architecture in ("vgg11", "densenet121"):
+        torch.manual_seed(11)
+        model = torchvision.models.get_model(architecture, weights=None, num_classes=10)
+        torch.save(model.state_dict(), folder / f"{architecture}.pt")
+        (folder / f"{architecture}.toml").write_text(
+            f'name = "{architecture}"\narchitecture = "{architecture}"\n'
+            f'weights = "{architecture}.pt"\nnum_classes = 10\ninput_size = 64\n'
+            "mean = [0.0, 0.0, 0.0]\nstd = [1.0, 1.0, 1.0]\n"
+        )
+        del model
+    with TestClient(create_app(make_settings(folder))) as client:
+        wait_ready(client, timeout_s=LOAD_TIMEOUT_S)
+        yield client
+
+
+@pytest.mark.parametrize("architecture", ["vgg11", "densenet121"])
+def test_random_weight_cnns_load_and_flag_an_image_without_gradient(
+    seeded_cnns: TestClient, architecture: str
+) -> None:
+    models = seeded_cnns.get("/v1/models").json()
+    assert models["failed"] == {}
+    assert architecture in [model["name"] for model in models["models"]]
+    params = {"model": architecture}
+    real = post_image(seeded_cnns, data=IMAGE, params=params)
+    assert real.status_code == 200, real.text
+    assert real.headers["x-camserve-empty-map"] == "false"
+    assert len(np.unique(pixels(real.content).reshape(-1, 3), axis=0)) > 1
+    black = post_image(seeded_cnns, data=png_bytes(BLACK), params=params)
+    assert black.status_code == 200, black.text
+    assert black.headers["x-camserve-empty-map"] == "true"
+    body = post_image(
+        seeded_cnns,
+        "/v1/explain",
+        png_bytes(BLACK),
+        params={**params, "method": "gradcam,eigencam", "include": "raw_map"},
+    ).json()
+    gradcam, eigencam = body["explanations"]
+    assert gradcam["empty"] is True
+    assert np.asarray(gradcam["raw_map"]).max() == 0.0
+    assert "empty" not in eigencam
+    real_body = explain(seeded_cnns, IMAGE, **params, include="raw_map")
+    assert "empty" not in real_body["explanations"][0]
+    assert np.asarray(real_body["explanations"][0]["raw_map"]).max() == 1.0

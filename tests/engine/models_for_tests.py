@@ -41,3 +41,37 @@ class SmallConvNet(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc(self.pool(self.features(x)).flatten(1))
+
+
+class ReluGapNet(nn.Module):
+    """Identity 1×1 conv (``features``) → ReLU → global average pooling → linear. An image that
+    is negative everywhere turns every ReLU off: its gradient at ``features`` is exactly zero,
+    for every class, while an image with positive pixels has one."""
+
+    def __init__(self, classes: int = 4) -> None:
+        super().__init__()
+        self.features = nn.Conv2d(3, 3, kernel_size=1, bias=False)
+        self.relu = nn.ReLU()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(3, classes)
+        with torch.no_grad():
+            self.features.weight.copy_(torch.eye(3).view(3, 3, 1, 1))
+            self.fc.weight.copy_(
+                torch.randn(classes, 3, generator=torch.Generator().manual_seed(3))
+            )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc(self.pool(self.relu(self.features(x))).flatten(1))
+
+
+class RoundingNet(nn.Module):
+    """A CNN whose ``features`` map reaches the head only through rounding: the class scores
+    depend on it, but its gradient is zero for every input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Conv2d(3, 4, kernel_size=3, padding=1)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc(torch.round(self.features(x)).mean(dim=(-2, -1)))

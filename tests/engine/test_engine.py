@@ -75,6 +75,7 @@ def test_top_k_without_a_batched_backward_falls_back_to_one_pass_per_rank(
 
 
 def test_top_k_runs_one_forward_pass(small: CamEngine, batch: Tensor) -> None:
+    assert small.gradient_refusals(["features"]) == {}  # the once-per-layer probe, done first
     forwards = []
     handle = small.model.register_forward_pre_hook(lambda *_: forwards.append(1))
     try:

@@ -113,6 +113,7 @@ def test_eigen_cam_comes_back_once_per_image_whatever_the_number_of_targets() ->
 
 def test_only_gradient_free_methods_run_no_backward_pass() -> None:
     engine = CamEngine(_small(), "features", device="cpu")
+    assert engine.gradient_refusals(["features"]) == {}  # the once-per-layer probe, done first
     calls: list[object] = []
     grad = torch.autograd.grad
 

@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 
 from app.engine.engine import BatchExplanation, CamEngine
-from app.engine.errors import MethodNotApplicableError, UnknownModelError
+from app.engine.errors import MethodNotApplicableError, UnknownLayerError, UnknownModelError
+from app.engine.flat_gradients import PROBE_IMAGES
 from app.engine.hooks import count_hooks
 from app.engine.images.preprocess import Preprocessing
 from app.engine.images.render import render
@@ -28,8 +29,9 @@ from app.serving.worker import (
     JobResult,
     MethodMaps,
     RenderOptions,
+    warm_up,
 )
-from tests.engine.models_for_tests import SmallConvNet
+from tests.engine.models_for_tests import ReluGapNet, RoundingNet, SmallConvNet
 
 T = TypeVar("T")
 
@@ -814,3 +816,72 @@ def test_start_up_failure_answers_the_queued_jobs(monkeypatch: pytest.MonkeyPatc
     job = run(scenario())
     assert job.future.done()
     assert isinstance(job.future.exception(), Exception)
+
+
+# ---------------------------------------------------------------------------- warm-up
+
+
+def test_warm_up_never_refuses_a_model_for_a_synthetic_input(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An all-zero image sends ReluGapNet no gradient at ``features`` (every ReLU at 0): the
+    warm-up used to refuse the model for it. It now warms with one probe pass on random images
+    and settles the layer once; a request's all-zero image gets its empty, flagged map."""
+    torch.manual_seed(0)
+    engine = CamEngine(ReluGapNet(), "features", device="cpu")
+    passes: list[int] = []
+    forward = engine.model.forward
+    monkeypatch.setattr(engine.model, "forward", lambda x: passes.append(len(x)) or forward(x))
+    warm_up(engine)
+    assert passes == [PROBE_IMAGES, 1]  # the probe, then the candidate layers' pass
+    zero = engine.compute(torch.zeros(1, 3, 8, 8), "gradcam")
+    assert zero.empty_maps.tolist() == [[True]]
+    assert float(zero.raw_maps.abs().max()) == 0.0
+    assert passes == [PROBE_IMAGES, 1, 1]  # the request's own pass, no second probe
+    assert count_hooks(engine.model) == 0
+
+
+def test_warm_up_keeps_a_model_whose_default_layer_never_has_a_gradient(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    engine = CamEngine(RoundingNet(), "features", device="cpu")
+    with caplog.at_level("WARNING", logger="app.serving.worker"):
+        warm_up(engine)
+    assert "gradient methods on the default layer will be refused" in caplog.text
+    assert "'features'" in caplog.text
+    batch = torch.randn(2, 3, 8, 8)
+    with pytest.raises(UnknownLayerError, match="zero everywhere"):
+        engine.compute(batch, "gradcam")
+    assert float(engine.compute(batch, "eigencam").layer_maps.max()) == 1.0
+
+
+def test_an_image_without_gradient_gets_the_same_flag_and_map_alone_and_batched() -> None:
+    """A black image is negative everywhere once normalised: ReluGapNet's ReLUs are all off, its
+    gradient at ``features`` is zero. Alone or beside an image that has a gradient, it gets the
+    same all-zero map, flagged; the other image's map is real and unflagged."""
+    torch.manual_seed(0)
+    engine = small_engine(ReluGapNet())
+    black = torch.zeros((3, 24, 32), dtype=torch.uint8)
+
+    async def scenario() -> tuple[JobResult, list[JobResult]]:
+        worker, _ = make_worker({"small": engine}, max_batch_size=8)
+        worker.start()
+        try:
+            (alone,) = await results_of(worker, [make_job(image=black, target=1)])
+            pair = [make_job(image=black, target=1), make_job(image=random_image(), target=1)]
+            return alone, await results_of(worker, pair)
+        finally:
+            await stop(worker)
+
+    alone, (batched, other) = run(scenario())
+    assert (alone.batch_size, batched.batch_size) == (1, 2)
+    assert only_maps(alone).empty.tolist() == only_maps(batched).empty.tolist() == [True]
+    assert only_maps(other).empty.tolist() == [False]
+    assert np.array_equal(only_maps(alone).heatmaps, only_maps(batched).heatmaps)
+    assert int(only_maps(alone).heatmaps.max()) == 0
+    assert int(only_maps(other).heatmaps.max()) == 255
+
+
+async def results_of(worker: BatchingWorker, jobs: list[Job]) -> list[JobResult]:
+    worker.submit(jobs)
+    return await results(jobs)

@@ -18,12 +18,13 @@ import torch
 from torch import Tensor, nn
 from torchvision.models import SwinTransformer, VisionTransformer
 
-from app.engine.errors import UnknownLayerError
+from app.engine.errors import MethodNotApplicableError, UnknownLayerError
 from app.engine.models.sources.transformer_layers import transformer_default_layer
 
 __all__ = [
     "FeatureMapView",
     "TokenLayout",
+    "class_logits",
     "describe_layout",
     "feature_map_view",
     "logits_of",
@@ -256,3 +257,15 @@ def logits_of(output: object) -> object:
     if isinstance(output, (tuple, list)) and output and isinstance(output[0], Tensor):
         return output[0]
     return output
+
+
+def class_logits(output: object) -> Tensor:
+    """``logits_of`` that insists on (batch, classes) scores; ``MethodNotApplicableError``
+    names what the model returned instead."""
+    logits = logits_of(output)
+    if not isinstance(logits, Tensor) or logits.dim() != 2:
+        shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
+        raise MethodNotApplicableError(
+            f"the model must return (batch, classes) logits, got {shape}"
+        )
+    return logits
