@@ -29,7 +29,10 @@ from app.client import Client
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
+from app.engine.fusion import FUSED_LAYER, default_layer
 from app.engine.images.image_files import InputFile, find_images
+from app.engine.methods import DEFAULT_METHOD
+from app.engine.models.registry import LoadedModel
 
 __all__ = ["explain"]
 
@@ -48,8 +51,12 @@ def explain(
     architecture: ArchitectureOption = None,
     weights: WeightsOption = "DEFAULT",
     method: Annotated[
-        str, typer.Option(help="CAM method, or several separated by commas (gradcam,layercam).")
-    ] = "gradcam",
+        str | None,
+        typer.Option(
+            help="CAM method, or several separated by commas (gradcam,layercam); default: the "
+            "model's own (its manifest's method, else gradcam), as for a request to the server."
+        ),
+    ] = None,
     layer: LayerOption = None,
     target: TargetOption = None,
     top_k: Annotated[int, typer.Option(help="Explain the k most likely classes.")] = 1,
@@ -88,8 +95,8 @@ def explain(
     files = find_images(inputs)
     if not files:
         raise fail("no image files found in the given paths")
-    methods = tuple(dict.fromkeys(name.strip() for name in method.split(",") if name.strip()))
-    if not methods:
+    methods = tuple(dict.fromkeys(n.strip() for n in (method or "").split(",") if n.strip()))
+    if method is not None and not methods:
         raise fail("--method names no method")
     options = ExplainOptions(
         methods=methods,
@@ -144,8 +151,10 @@ def _run_locally(
     """Load the model (``chosen``: --model, --architecture, --weights) and explain here."""
     model, architecture, weights = chosen
     try:
-        loaded = load_chosen_model(models_dir, model, architecture, weights, options.layer)
+        layer = None if options.layer == FUSED_LAYER else options.layer
+        loaded = load_chosen_model(models_dir, model, architecture, weights, layer)
         engine = CamEngine.from_loaded(loaded, device=device)
+        options = with_model_defaults(options, loaded)
         if batch_size is None and engine.device.type != "cpu":
             options = replace(options, batch_size=GPU_BATCH_SIZE)
         return _run_with_progress(engine, files, output, options)
@@ -182,3 +191,11 @@ def _run_with_progress(
         return explain_files(
             engine, files, output, options, on_done=lambda _r: progress.advance(task)
         )
+
+
+def with_model_defaults(options: ExplainOptions, loaded: LoadedModel) -> ExplainOptions:
+    """``options`` with the model's own method and layer where the command line named none,
+    as the server fills in a request that names none."""
+    methods = options.methods or (loaded.method or DEFAULT_METHOD,)
+    layer = options.layer or default_layer(loaded.layer, loaded.fusion_layers)
+    return replace(options, methods=methods, layer=layer)

@@ -65,7 +65,6 @@ def explain_remotely(
 def request_options(options: ExplainOptions, model: str | None = None) -> RequestOptions:
     """The query of a local run's options: the overlay (and heatmap), no predictions list."""
     request = RequestOptions(
-        methods=options.methods,
         top_k=options.top_k,
         alpha=options.alpha,
         colormap=options.colormap,
@@ -75,6 +74,8 @@ def request_options(options: ExplainOptions, model: str | None = None) -> Reques
     )
     if model is not None:
         request["model"] = model
+    if options.methods:
+        request["methods"] = options.methods
     if options.layer is not None:
         request["layers"] = options.layer
     if options.target is not None:

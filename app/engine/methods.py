@@ -21,6 +21,7 @@ from app.engine.images.render import normalize_maps
 from app.engine.models.classifier import CamHead
 
 __all__ = [
+    "DEFAULT_METHOD",
     "GRADCAM_PP_EPS",
     "METHODS",
     "XGRADCAM_EPS",
@@ -261,6 +262,9 @@ def _first_principal_axis(centred: Tensor) -> Tensor:
     unit: Tensor = axis / axis.norm(dim=1, keepdim=True).clamp_min(torch.finfo(axis.dtype).tiny)
     return unit
 
+
+DEFAULT_METHOD = "gradcam"
+"""The method of a request that names none, unless the model's manifest names its own."""
 
 METHODS: dict[str, CamMethod] = {
     method.name: method

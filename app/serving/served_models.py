@@ -19,8 +19,8 @@ from app.config import Settings
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError, InvalidTargetError, ManifestError, UnknownModelError
-from app.engine.fusion import FUSED_LAYER
-from app.engine.methods import METHODS, get_method
+from app.engine.fusion import FUSED_LAYER, default_layer
+from app.engine.methods import DEFAULT_METHOD, METHODS, get_method
 from app.engine.models.manifest import ModelSpec, load_manifests
 from app.engine.models.registry import LoadedModel, load_model
 from app.engine.targets import class_index
@@ -38,9 +38,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-DEFAULT_METHOD = "gradcam"
 
 
 class LoadState(StrEnum):
@@ -162,7 +159,7 @@ class ModelHub:
             architecture=spec.architecture,
             weights=loaded.weights,
             description=spec.description,
-            layer=FUSED_LAYER if engine.fusion_layers else engine.layer,
+            layer=default_layer(engine.layer, engine.fusion_layers),
             method=method,
             candidate_layers=[*fused, *engine.candidate_layers],
             layer_names=frozenset(

@@ -275,3 +275,32 @@ def test_every_command_has_help() -> None:
         result = runner.invoke(cli, [command, "--help"])
         assert result.exit_code == 0
         assert "Usage" in result.output
+
+
+def test_without_method_or_layer_the_models_own_defaults_apply_as_on_the_server(
+    models_dir: Path, images: Path, tmp_path: Path
+) -> None:
+    """A manifest naming its method and fusion layers: the CLI explains with that method at
+    ``fused``, as a request naming neither gets from the server; ``--layer fused`` and a named
+    method work too."""
+    (models_dir / "tiny.toml").write_text(
+        (models_dir / "tiny.toml").read_text()
+        + 'method = "layercam"\nfusion_layers = ["layer3", "layer4"]\n'
+    )
+    arguments = ["explain", str(images / "a.png"), "--models-dir", str(models_dir)]
+    default_run = runner.invoke(
+        cli, [*arguments, "-o", str(tmp_path / "d"), "--summary", str(tmp_path / "d.json")]
+    )
+    assert default_run.exit_code == 0, default_run.output
+    (row,) = json.loads((tmp_path / "d.json").read_text())
+    assert (row["method"], row["layer"]) == ("layercam", "fused")
+    assert [p.name.split("_")[1] for p in (tmp_path / "d").glob("*.png")] == ["layercam"]
+
+    named = runner.invoke(
+        cli,
+        [*arguments, "-o", str(tmp_path / "n"), "--summary", str(tmp_path / "n.json")]
+        + ["--method", "gradcam", "--layer", "fused"],
+    )
+    assert named.exit_code == 0, named.output
+    (row,) = json.loads((tmp_path / "n.json").read_text())
+    assert (row["method"], row["layer"]) == ("gradcam", "fused")

@@ -105,6 +105,8 @@ class LoadedModel:
     """Where the weights came from, for people (e.g. ``torchvision resnet50 IMAGENET1K_V2``)."""
     fusion_layers: tuple[str, ...] = ()
     """The layers the pseudo-layer ``fused`` combines (none: no ``fused``)."""
+    method: str | None = None
+    """The manifest's default method, if it names one."""
 
 
 # ---------------------------------------------------------------------------- architectures
@@ -196,6 +198,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             preprocessing=spec.preprocessing(),
             weights=source.description,
             fusion_layers=tuple(spec.fusion_layers or ()),
+            method=spec.method,
         )
 
 
@@ -236,6 +239,7 @@ def _load_from_source(spec: ModelSpec) -> LoadedModel:
             preprocessing=preprocessing,
             weights=built.weights,
             fusion_layers=tuple(spec.fusion_layers or ()),
+            method=spec.method,
         )
 
 
