@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 LS_VENV ?= .venv-labelstudio
 LS_STAMP := $(LS_VENV)/.installed-stamp
 
-.PHONY: serve test labelstudio-e2e lint typecheck check clean
+.PHONY: serve test labelstudio-e2e image-check lint typecheck check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: $(STAMP) $(LS_STAMP)
 
 labelstudio-e2e: $(STAMP) $(LS_STAMP)
 	$(BIN)/python -m scripts.labelstudio_e2e --label-studio $(LS_VENV)/bin/label-studio
+
+# Build the Docker image with rootful podman and check it as a user would (docs/deploy.md); not
+# part of `make test`: it needs podman, several GB of disk and about half an hour.
+image-check: $(STAMP)
+	$(BIN)/python -m scripts.image_check $(IMAGE_CHECK_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/hadolint Dockerfile
