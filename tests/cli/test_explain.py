@@ -298,8 +298,11 @@ def test_without_method_or_layer_the_models_own_defaults_apply_as_on_the_server(
 
     named = runner.invoke(
         cli,
-        [*arguments, "-o", str(tmp_path / "n"), "--summary", str(tmp_path / "n.json")]
-        + ["--method", "gradcam", "--layer", "fused"],
+        [
+            *arguments,
+            *("-o", str(tmp_path / "n"), "--summary", str(tmp_path / "n.json")),
+            *("--method", "gradcam", "--layer", "fused"),
+        ],
     )
     assert named.exit_code == 0, named.output
     (row,) = json.loads((tmp_path / "n.json").read_text())
