@@ -14,8 +14,10 @@ Two different things, told apart here:
   step function, or through zero weights. Gradient methods there would draw an empty map for
   every image, so they are refused (``UnknownLayerError``, 422). Whether a layer is such a layer
   is decided once per (model, layer) by ``probe_gradient_reach``: a fixed, seeded batch of random
-  images, each explaining a different class, never the caller's images (and never an all-zero
-  image, which proves nothing). The message is worded for the model at hand.
+  images, each explaining a different class and its own top class (a segmenter's class scores
+  are sums over the pixels predicted as the class: a class no pixel takes scores a constant 0),
+  never the caller's images (and never an all-zero image, which proves nothing). The message is
+  worded for the model at hand.
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ def probe_gradient_reach(
         captures = [records[name] for name in modules]
         for capture in captures:
             capture.require_activation()
-        targets = probe_targets(logits.shape[1], batch.shape[0], device)
+        spread = probe_targets(logits.shape[1], batch.shape[0], device)
+        targets = torch.cat([spread, logits.detach().argmax(dim=1, keepdim=True)], dim=1)
         gradients = class_gradients(logits, captures, targets)
     constant = bool((logits == logits[:1]).all())
     return {

@@ -15,6 +15,10 @@ A manifest names the model, where its architecture and weights come from::
     num_classes = 1000             # optional
     labels = "labels.txt"          # optional: a list, a text / JSON file of labels, or
                                    # "torchvision:imagenet" (torchvision's ImageNet-1k names)
+    task = "classification"        # optional: "detection" or "segmentation" for torchvision's
+                                   # detectors and segmenters (models/dense.py)
+    min_size = 800                 # detection only, optional: the detector's own resize
+    max_size = 1333                #   (shorter side to min_size, longer side at most max_size)
 
 ``input_size``, ``mean``, ``std``, ``interpolation`` and ``labels`` default to what the source
 publishes with the model (timm's pretrained config, Hugging Face's ``preprocessor_config.json``
@@ -53,12 +57,14 @@ __all__ = [
     "TORCHVISION_IMAGENET",
     "ModelSpec",
     "Source",
+    "Task",
     "load_manifest",
     "load_manifests",
     "read_labels_file",
 ]
 
 Source = Literal["torchvision", "timm", "huggingface"]
+Task = Literal["classification", "detection", "segmentation"]
 
 MANIFEST_SUFFIX = ".toml"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -91,6 +97,11 @@ class ModelSpec(BaseModel):
     num_classes: int | None = Field(default=None, ge=1)
     labels: list[str] | str | None = None
     description: str = ""
+    task: Task = "classification"
+    min_size: int | None = Field(default=None, ge=16)
+    """A detector's internal resize: the shorter side it scales images to (torchvision's
+    ``min_size``); ``max_size`` bounds the longer side."""
+    max_size: int | None = Field(default=None, ge=16)
     source_dir: Path | None = None
 
     @field_validator("name")
@@ -167,6 +178,15 @@ class ModelSpec(BaseModel):
     def _labels_match_classes(self) -> ModelSpec:
         if isinstance(self.labels, list) and self.num_classes is not None:
             _check_label_count(len(self.labels), self.num_classes)
+        return self
+
+    @model_validator(mode="after")
+    def _detector_fields(self) -> ModelSpec:
+        sized = [name for name in ("min_size", "max_size") if getattr(self, name) is not None]
+        if sized and self.task != "detection":
+            raise ValueError(f"{sized[0]} applies to task = 'detection' only")
+        if self.task != "classification" and self.source != "torchvision":
+            raise ValueError(f"task {self.task!r} needs source = 'torchvision'")
         return self
 
     def resolve_path(self, value: str | Path) -> Path:

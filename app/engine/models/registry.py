@@ -175,7 +175,9 @@ def build_model(architecture: str, num_classes: int) -> nn.Module:
 
 
 def load_model(spec: ModelSpec) -> LoadedModel:
-    """Build the model a manifest describes, with its weights, labels and target layer."""
+    """Build the model a manifest describes, with its weights, labels and target layer.
+    Detectors and segmenters (``task``) load through ``models/dense.py`` instead."""
+    _require_classifier(spec)
     if spec.source != "torchvision":
         return _load_from_source(spec)
     with _naming_model(spec.name):
@@ -199,6 +201,15 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             weights=source.description,
             fusion_layers=tuple(spec.fusion_layers or ()),
             method=spec.method,
+        )
+
+
+def _require_classifier(spec: ModelSpec) -> None:
+    if spec.task != "classification":
+        raise ManifestError(
+            f"model {spec.name!r}: task {spec.task!r} is explained by the engine "
+            "(app.engine.detection_maps, models/dense.py); the server and the CLI serve "
+            "classifiers only so far"
         )
 
 

@@ -1,0 +1,76 @@
+"""A segmenter seen as a classifier of its own predictions, so the engine explains it per class.
+
+pytorch-grad-cam's ``SemanticSegmentationTarget`` explains class c of a segmentation by the sum
+of the class's scores over a mask, typically the pixels predicted as c. ``SegmentationScores``
+returns that sum for every class at once, (B, classes), over the pass's own prediction, so a
+class's "logit" is exactly that target, its gradient is the target's gradient, and every
+batched, vmapped, hooked path of ``CamEngine`` applies unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+__all__ = [
+    "SegmentationScores",
+    "class_areas",
+    "largest_classes",
+    "mask_scores",
+    "predicted_masks",
+]
+
+
+class SegmentationScores(nn.Module):
+    """Wraps a torchvision segmenter (which returns ``{"out": (B, classes, H, W), ...}``).
+
+    The segmenter's children are registered under their own names (``backbone``,
+    ``classifier``), so layer names read as on the bare model (``backbone.layer4``) and hooks on
+    them fire when the segmenter runs. The masks are constants of the pass (no gradient flows
+    through the argmax), as pytorch-grad-cam's target holds them.
+    """
+
+    segmenter: nn.Module
+
+    def __init__(self, segmenter: nn.Module) -> None:
+        super().__init__()
+        for name, child in segmenter.named_children():
+            self.add_module(name, child)
+        object.__setattr__(self, "segmenter", segmenter)
+
+    def scores(self, images: Tensor) -> Tensor:
+        """The segmenter's per-pixel class scores (B, classes, H, W) at the input size."""
+        output = self.segmenter(images)
+        out: Tensor = output["out"] if isinstance(output, dict) else output
+        return out
+
+    def forward(self, images: Tensor) -> Tensor:
+        scores = self.scores(images)
+        return mask_scores(scores, predicted_masks(scores))
+
+
+def predicted_masks(scores: Tensor) -> Tensor:
+    """(B, classes, H, W) one-hot float masks of each pixel's highest-scoring class."""
+    winners = scores.detach().argmax(dim=1)
+    return (
+        torch.nn.functional.one_hot(winners, scores.shape[1]).permute(0, 3, 1, 2).to(scores.dtype)
+    )
+
+
+def mask_scores(scores: Tensor, masks: Tensor) -> Tensor:
+    """(B, classes): each class's scores summed over its mask (masks broadcast over classes)."""
+    return (scores * masks).sum(dim=(-2, -1))
+
+
+def class_areas(scores: Tensor) -> Tensor:
+    """(B, classes) the number of pixels predicted as each class."""
+    return predicted_masks(scores).sum(dim=(-2, -1))
+
+
+def largest_classes(module: SegmentationScores, inputs: Tensor, count: int = 1) -> Tensor:
+    """(B, count) the classes that cover the most pixels of each image (ties: lower index),
+    from one pass without gradients: the default classes a segmentation explains."""
+    with torch.no_grad():
+        areas = class_areas(module.scores(inputs))
+    order: Tensor = torch.sort(areas, dim=1, descending=True, stable=True).indices
+    return order[:, :count]

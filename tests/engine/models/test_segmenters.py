@@ -1,0 +1,105 @@
+"""Segmenters explained class by class: pytorch-grad-cam's segmentation target, batched."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from pytorch_grad_cam import GradCAM
+from pytorch_grad_cam.utils.model_targets import SemanticSegmentationTarget
+from torch import Tensor, nn
+
+from app.engine.engine import CamEngine
+from app.engine.images.render import normalize_maps
+from app.engine.models.segmenters import SegmentationScores, class_areas, largest_classes
+from tests.engine.dense_models import segmenter
+
+__all__: list[str] = []
+
+SIZE = 96
+LAYER = "backbone.16"
+TOLERANCE = 1e-4
+
+
+class OutOnly(nn.Module):
+    """pytorch-grad-cam's recipe: the segmenter made to return its ``out`` scores only."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, images: Tensor) -> Tensor:
+        out: Tensor = self.model(images)["out"]
+        return out
+
+
+@pytest.fixture(scope="module")
+def wrapped() -> SegmentationScores:
+    return SegmentationScores(copy.deepcopy(segmenter()))
+
+
+@pytest.fixture(scope="module")
+def inputs() -> Tensor:
+    return torch.randn(3, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(2))
+
+
+def test_scores_are_each_class_summed_over_its_predicted_mask(
+    wrapped: SegmentationScores, inputs: Tensor
+) -> None:
+    with torch.no_grad():
+        scores = wrapped.scores(inputs)
+        sums = wrapped(inputs)
+    winners = scores.argmax(dim=1)
+    for image in range(len(inputs)):
+        for label in range(scores.shape[1]):
+            expected = scores[image, label][winners[image] == label].sum()
+            assert torch.allclose(sums[image, label], expected, rtol=1e-5, atol=1e-5)
+    assert int(class_areas(scores).sum()) == len(inputs) * SIZE * SIZE
+
+
+def segmentation_differences(
+    segmenter_model: nn.Module, layer: str, inputs: Tensor, ranks: int = 2
+) -> list[float]:
+    """Per rank of the largest classes: max |camserve - pytorch-grad-cam| of the full-size
+    Grad-CAM maps with its ``SemanticSegmentationTarget`` (the class over its predicted mask),
+    the peer running on the segmenter wrapped to return ``["out"]``."""
+    wrapped = SegmentationScores(copy.deepcopy(segmenter_model))
+    classes = largest_classes(wrapped, inputs, ranks)
+    ours = CamEngine(wrapped, layer, device="cpu").compute(
+        inputs, "gradcam", targets=classes.tolist()
+    )
+    model = OutOnly(copy.deepcopy(segmenter_model).requires_grad_(True))
+    with torch.no_grad():
+        winners = model(inputs).argmax(dim=1).numpy()
+    differences = []
+    for rank in range(ranks):
+        targets = [
+            SemanticSegmentationTarget(int(label), np.float32(winners[image] == int(label)))
+            for image, label in enumerate(classes[:, rank])
+        ]
+        with GradCAM(model, [dict(model.model.named_modules())[layer]]) as peer:
+            theirs = peer(inputs, targets=targets)
+        size = tuple(inputs.shape[-2:])
+        upsampled = torch.nn.functional.interpolate(
+            ours.raw_maps[:, rank : rank + 1].clamp_min(0), size=size, mode="bilinear"
+        )
+        mine = normalize_maps(upsampled)[:, 0]
+        if rank == 0:  # the largest class is present; a random segmenter may predict no other
+            assert bool((mine.amax(dim=(-2, -1)) == 1.0).all())
+        differences.append(float((mine - torch.from_numpy(theirs)).abs().max()))
+    return differences
+
+
+def test_grad_cam_matches_pytorch_grad_cam_with_the_segmentation_target(inputs: Tensor) -> None:
+    assert max(segmentation_differences(segmenter(), LAYER, inputs)) <= TOLERANCE
+
+
+def test_largest_classes_orders_by_area(wrapped: SegmentationScores, inputs: Tensor) -> None:
+    with torch.no_grad():
+        areas = class_areas(wrapped.scores(inputs))
+    classes = largest_classes(wrapped, inputs, 3)
+    picked = areas.gather(1, classes)
+    assert bool((picked[:, :-1] >= picked[:, 1:]).all())
+    assert torch.equal(picked[:, 0], areas.amax(dim=1))
