@@ -1,0 +1,220 @@
+"""Maps that explain detections: one detector pass, each detection's box-score gradient, the
+CAM methods on the pyramid, and the maps placed back on the original pixels.
+
+Layers of a detector (``models/dense.py``):
+
+* ``backbone``: every pyramid level's absolute value, bilinearly resized to the coarsest level
+  and stacked along channels (pytorch-grad-cam's ``fasterrcnn_reshape_transform``). Its
+  gradient is the gradient with respect to those absolute values (the level's gradient times
+  the sign of its value), resized and stacked the same way;
+* ``backbone[<key>]``: one level as it is, with its own gradient.
+
+Gradient methods (Grad-CAM, Grad-CAM++, XGrad-CAM, HiResCAM, LayerCAM) then apply their usual
+formulas to these activations and gradients; Eigen-CAM needs no gradient (class-agnostic: one
+map per image, shared by its detections). CAM and Score-CAM read a classifier's logits, which
+a detector has not: they get ``MethodNotApplicableError``.
+
+A map covers the detector's padded input; ``place_maps`` samples it at the original pixel
+centres through the detector's own resize (the image occupies the canvas's top-left corner at
+its resized size), so a map lines up with the image exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import Tensor, nn
+
+from app.engine.errors import MethodNotApplicableError, UnknownLayerError
+from app.engine.images.render import normalize_maps
+from app.engine.images.resize_policy import Placement, place_maps
+from app.engine.methods import CamMethod, MethodContext, get_method
+from app.engine.models.dense import PYRAMID_LAYER
+from app.engine.models.detector_pass import DetectorPass, box_score_gradients, run_detector
+
+__all__ = [
+    "DETECTOR_METHODS",
+    "DetectionMaps",
+    "detection_layers",
+    "explain_detections",
+    "pyramid_view",
+]
+
+DETECTOR_METHODS = ("gradcam", "gradcam++", "xgradcam", "hirescam", "layercam", "eigencam")
+LEVEL_LAYER = re.compile(rf"{PYRAMID_LAYER}\[([^\]]+)\]")
+
+
+@dataclass(frozen=True)
+class DetectionMaps:
+    """One image's answer: its detections (original pixels) and, for the explained ones, the
+    maps of each (layer, method), (K, h, w) raw at the layer's resolution."""
+
+    boxes: Tensor
+    labels: Tensor
+    scores: Tensor
+    explained_boxes: Tensor
+    explained_labels: Tensor
+    targets: Tensor
+    """(K,) each explained box's box-score target (0: no detection matches it)."""
+    raw_maps: dict[tuple[str, str], Tensor]
+    placement: Placement
+
+    def full_maps(self, layer: str, method: str) -> Tensor:
+        """(K, H, W) maps in [0, 1] at the original size: ReLU, placed back, min-max."""
+        raw = self.raw_maps[(layer, method)].clamp_min(0)
+        return normalize_maps(place_maps(raw[None], self.placement)[0])
+
+
+def detection_layers(run: DetectorPass) -> list[str]:
+    """The layers a detector's maps can use: the whole pyramid, then each level."""
+    return [PYRAMID_LAYER, *(f"{PYRAMID_LAYER}[{key}]" for key in run.features)]
+
+
+def pyramid_view(levels: OrderedDict[str, Tensor], layer: str) -> Tensor:
+    """``levels`` (each (B, C, h, w)) as ``layer``'s one (B, C', h', w') map."""
+    if layer != PYRAMID_LAYER:
+        return _level(levels, layer)
+    size = _coarsest(levels)
+    resized = [
+        F.interpolate(level.abs(), size=size, mode="bilinear", align_corners=False)
+        for level in levels.values()
+    ]
+    return torch.cat(resized, dim=1)
+
+
+def _gradient_view(
+    levels: OrderedDict[str, Tensor], gradients: OrderedDict[str, Tensor], layer: str
+) -> Tensor:
+    """The gradients (K, C', h', w') of ``layer``'s map, from each level's (K, C, h, w): for the
+    stacked pyramid, with respect to the absolute values (each value's gradient times its
+    sign), resized and stacked like the values."""
+    if layer != PYRAMID_LAYER:
+        return _level(gradients, layer)
+    size = _coarsest(levels)
+    resized = [
+        F.interpolate(
+            gradients[key] * torch.sign(level), size=size, mode="bilinear", align_corners=False
+        )
+        for key, level in levels.items()
+    ]
+    return torch.cat(resized, dim=1)
+
+
+def _coarsest(levels: OrderedDict[str, Tensor]) -> tuple[int, int]:
+    """The (h, w) of the level with the fewest positions (``pool`` of an FPN)."""
+    shapes = [(int(level.shape[-2]), int(level.shape[-1])) for level in levels.values()]
+    return min(shapes, key=lambda shape: shape[0] * shape[1])
+
+
+def _level(levels: OrderedDict[str, Tensor], layer: str) -> Tensor:
+    match = LEVEL_LAYER.fullmatch(layer)
+    if match is None or match.group(1) not in levels:
+        raise UnknownLayerError(
+            f"unknown detector layer {layer!r}; candidates: {PYRAMID_LAYER}, "
+            + ", ".join(f"{PYRAMID_LAYER}[{key}]" for key in levels)
+        )
+    return levels[match.group(1)]
+
+
+def explain_detections(
+    model: nn.Module,
+    images: Sequence[Tensor],
+    methods: Sequence[str],
+    layers: Sequence[str] = (PYRAMID_LAYER,),
+    *,
+    max_detections: int = 10,
+    score_threshold: float | None = None,
+    given: Sequence[tuple[Tensor, Tensor] | None] | None = None,
+) -> list[DetectionMaps]:
+    """Detections and maps of each image: the first ``max_detections`` detections explained,
+    or, where ``given[i]`` is (boxes (K, 4) original pixels, labels (K,)), those boxes.
+    Images of one size share one pass; each size gets its own."""
+    chosen = [get_method(name) for name in methods]
+    refused = [method.name for method in chosen if method.name not in DETECTOR_METHODS]
+    if refused:
+        raise MethodNotApplicableError(
+            f"{refused[0]} reads a classifier's logits, which a detector has not; "
+            f"for detectors choose one of: {', '.join(DETECTOR_METHODS)}"
+        )
+    answers: list[DetectionMaps | None] = [None] * len(images)
+    for indices in _same_size_groups(images):
+        run = run_detector(model, [images[i] for i in indices], score_threshold)
+        for position, index in enumerate(indices):
+            wanted = None if given is None else given[index]
+            answers[index] = _explain_one(
+                model,
+                run,
+                position,
+                methods=chosen,
+                layers=layers,
+                explain=wanted or max_detections,
+            )
+    return [answer for answer in answers if answer is not None]
+
+
+def _same_size_groups(images: Sequence[Tensor]) -> list[list[int]]:
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for index, image in enumerate(images):
+        groups.setdefault(tuple(image.shape), []).append(index)
+    return list(groups.values())
+
+
+def _explain_one(
+    model: nn.Module,
+    run: DetectorPass,
+    image: int,
+    *,
+    methods: Sequence[CamMethod],
+    layers: Sequence[str],
+    explain: tuple[Tensor, Tensor] | int,
+) -> DetectionMaps:
+    """Maps of one image of ``run``: its first ``explain`` detections, or the given boxes."""
+    found = run.detections[image]
+    if isinstance(explain, int):
+        boxes, labels = found.boxes[:explain], found.labels[:explain]
+    else:
+        boxes, labels = explain
+    levels = OrderedDict(
+        (key, value[image : image + 1].detach()) for key, value in run.features.items()
+    )
+    targets = torch.zeros(len(boxes))
+    gradients: OrderedDict[str, Tensor] | None = None
+    if any(method.needs_gradients for method in methods):
+        targets, gradients = box_score_gradients(model, run, image, boxes, labels)
+    raw: dict[tuple[str, str], Tensor] = {}
+    for layer in layers:
+        activations = pyramid_view(levels, layer)[0].float()
+        stacked = None if gradients is None else _gradient_view(levels, gradients, layer).float()
+        context = _context(layer, activations, stacked, labels)
+        for method in methods:
+            maps = method.compute(context)[0]
+            raw[(layer, method.name)] = (
+                maps.expand(len(boxes), -1, -1) if method.class_agnostic else maps
+            )
+    placement = Placement(run.original_sizes[image], run.canvas, run.image_sizes[image], (0, 0))
+    return DetectionMaps(
+        found.boxes, found.labels, found.scores, boxes, labels, targets, raw, placement
+    )
+
+
+def _context(
+    layer: str, activations: Tensor, gradients: Tensor | None, labels: Tensor
+) -> MethodContext:
+    def no_forward(_inputs: Tensor) -> Tensor:
+        raise MethodNotApplicableError("a detector has no class logits to re-score inputs with")
+
+    return MethodContext(
+        layer=layer,
+        activations=activations[None, None],
+        gradients=None if gradients is None else gradients[None],
+        targets=labels[None],
+        logits=torch.zeros(1, 1),
+        inputs=torch.zeros(1, 3, 1, 1),
+        forward=no_forward,
+        classifier=lambda: None,
+    )

@@ -1,0 +1,107 @@
+"""A detector pass: torchvision's own detections, and each detection's box-score gradient from
+the explained rows alone, equal to the backward through every proposal."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import pytest
+import torch
+import torchvision
+from pytorch_grad_cam.utils.model_targets import FasterRCNNBoxScoreTarget
+from torch import Tensor, nn
+
+from app.engine.errors import MethodNotApplicableError
+from app.engine.models.detector_pass import DetectorPass, box_score_gradients, run_detector
+from tests.engine.dense_models import detector, noise_images
+
+__all__: list[str] = []
+
+SIZE = (150, 200)
+
+
+@pytest.fixture(scope="module")
+def model() -> nn.Module:
+    return detector()
+
+
+@pytest.fixture(scope="module")
+def run(model: nn.Module) -> DetectorPass:
+    return run_detector(model, noise_images(1, SIZE))
+
+
+def naive_gradients(
+    model: nn.Module, run: DetectorPass, box: Tensor, label: Tensor
+) -> dict[str, Tensor]:
+    """pytorch-grad-cam's route: the box head over every proposal, torchvision's own
+    post-processing, its ``FasterRCNNBoxScoreTarget``, one backward."""
+    features = OrderedDict(
+        (key, value.detach().clone().requires_grad_(True)) for key, value in run.features.items()
+    )
+    with torch.enable_grad():
+        found, _ = model.roi_heads(features, run.proposals, run.image_sizes)
+        found = model.transform.postprocess(found, run.image_sizes, run.original_sizes)
+        score = FasterRCNNBoxScoreTarget([label], [box])(found[0])
+        gradients = torch.autograd.grad(score.sum(), list(features.values()), allow_unused=True)
+    return {
+        key: torch.zeros_like(features[key]) if grad is None else grad
+        for key, grad in zip(features, gradients, strict=False)
+    }
+
+
+def test_the_detections_are_the_models_own(model: nn.Module, run: DetectorPass) -> None:
+    with torch.no_grad():
+        expected = model(noise_images(1, SIZE))[0]
+    found = run.detections[0]
+    assert len(found.boxes) == 100  # random weights, score threshold 0: the model's limit
+    assert torch.equal(found.boxes, expected["boxes"])
+    assert torch.equal(found.labels, expected["labels"])
+    assert torch.equal(found.scores, expected["scores"])
+    assert found.boxes[:, 2].max() <= SIZE[1]
+    assert found.boxes[:, 3].max() <= SIZE[0]
+
+
+def test_gradients_from_the_explained_rows_equal_the_backward_through_every_proposal(
+    model: nn.Module, run: DetectorPass
+) -> None:
+    found = run.detections[0]
+    count = 3
+    targets, gradients = box_score_gradients(
+        model, run, 0, found.boxes[:count], found.labels[:count]
+    )
+    assert targets.shape == (count,)
+    assert bool((targets > 1.0).all())  # IoU 1 with itself plus its score
+    for k in range(count):
+        expected = naive_gradients(model, run, found.boxes[k], found.labels[k])
+        reached = 0
+        for key, value in expected.items():
+            scale = float(value.abs().max())
+            reached += scale > 0
+            assert torch.allclose(
+                gradients[key][k : k + 1], value, rtol=0, atol=1e-6 * max(scale, 1e-12)
+            )
+        assert reached >= 1
+
+
+def test_a_box_no_detection_matches_scores_zero(model: nn.Module, run: DetectorPass) -> None:
+    found = run.detections[0]
+    far = torch.tensor([[0.0, 0.0, 2.0, 2.0]])
+    other_class = (found.labels[:1] % 90) + 1
+    boxes = torch.cat([far, found.boxes[:1]])
+    labels = torch.cat([found.labels[:1], other_class])
+    targets, gradients = box_score_gradients(model, run, 0, boxes, labels)
+    assert targets.tolist() == [0.0, 0.0]
+    assert all(float(value.abs().max()) == 0.0 for value in gradients.values())
+
+
+def test_one_stage_detectors_refuse_gradients() -> None:
+    retina = torchvision.models.get_model(
+        "ssdlite320_mobilenet_v3_large", weights=None, weights_backbone=None, num_classes=91
+    ).eval()
+    images = noise_images(1, (96, 96))
+    run = run_detector(retina, images, 0.0)
+    found = run.detections[0]
+    assert len(found.boxes) > 0
+    assert bool((found.rows == -1).all())
+    with pytest.raises(MethodNotApplicableError, match="Faster R-CNN"):
+        box_score_gradients(retina, run, 0, found.boxes[:1], found.labels[:1])

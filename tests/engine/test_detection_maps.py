@@ -1,0 +1,225 @@
+"""Maps of detections: parity with pytorch-grad-cam's Eigen-CAM on the pyramid, gradient
+methods against a float64 computation of the same definition, exact placement on the original
+pixels, and batching that changes no answer."""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+from pytorch_grad_cam import EigenCAM
+from pytorch_grad_cam.utils.model_targets import FasterRCNNBoxScoreTarget
+from pytorch_grad_cam.utils.reshape_transforms import fasterrcnn_reshape_transform
+from torch import Tensor, nn
+from torchvision.models.detection.transform import resize_boxes
+from torchvision.ops import box_iou
+from torchvision.ops import boxes as box_ops
+
+from app.engine.detection_maps import DetectionMaps, explain_detections
+from app.engine.errors import MethodNotApplicableError, UnknownLayerError
+from app.engine.models.detector_pass import DetectorPass, run_detector
+from tests.engine.dense_models import DETECTOR_SIZE, detector, noise_images
+
+__all__: list[str] = []
+
+TOLERANCE = 1e-4
+UNRESIZED = (DETECTOR_SIZE[0], DETECTOR_SIZE[1])
+"""An image the detector takes as it is (no resize, no padding): pytorch-grad-cam stretches a
+map over the whole padded input, so only there do its full-size maps mean the same pixels."""
+
+
+@pytest.fixture(scope="module")
+def model() -> nn.Module:
+    return detector()
+
+
+def eigen_cam_differences(model: nn.Module, images: list[Tensor]) -> list[float]:
+    """Per image: max |camserve - pytorch-grad-cam| of the full-size Eigen-CAM maps on the
+    stacked pyramid (its ``fasterrcnn_reshape_transform``; the SVD's sign aligned first), for
+    images the detector takes unresized."""
+    ours = explain_detections(model, images, ["eigencam"], max_detections=2)
+    targets = [FasterRCNNBoxScoreTarget(a.labels[:2], a.boxes[:2]) for a in ours]
+    peer = EigenCAM(model, [model.backbone], reshape_transform=fasterrcnn_reshape_transform)
+    theirs = peer(torch.stack(images), targets=targets)
+    differences = []
+    for answer, their_map in zip(ours, theirs, strict=True):
+        our_maps = answer.full_maps("backbone", "eigencam")
+        assert torch.equal(our_maps[0], our_maps[1])  # class-agnostic: shared by detections
+        reference = torch.from_numpy(their_map)
+        if float((our_maps[0] - reference).abs().max()) > TOLERANCE:  # the SVD's sign
+            raw = -answer.raw_maps[("backbone", "eigencam")][:1]
+            our_maps = DetectionMaps(*_fields(answer, raw)).full_maps("backbone", "eigencam")
+        differences.append(float((our_maps[0] - reference).abs().max()))
+    return differences
+
+
+def test_eigen_cam_matches_pytorch_grad_cam_on_the_pyramid(model: nn.Module) -> None:
+    differences = eigen_cam_differences(model, noise_images(2, UNRESIZED))
+    assert max(differences) <= TOLERANCE
+
+
+def _fields(answer: DetectionMaps, raw: Tensor) -> tuple[object, ...]:
+    return (
+        answer.boxes,
+        answer.labels,
+        answer.scores,
+        answer.explained_boxes,
+        answer.explained_labels,
+        answer.targets,
+        {("backbone", "eigencam"): raw},
+        answer.placement,
+    )
+
+
+def float64_maps(model: nn.Module, run: DetectorPass, row: int, label: int) -> dict[str, Tensor]:
+    """Grad-CAM and LayerCAM of one detection (the pass's proposal ``row``, class ``label``)
+    from scratch in float64: the box head over every proposal of the pass, the pyramid as
+    float64 leaves, the box-score target (IoU of the detection's box with itself, plus its
+    score), the pyramid's absolute values and their gradients (each level's gradient times its
+    sign) resized to the coarsest level, then each method's formula."""
+    heads = _double(model).roi_heads
+    levels = OrderedDict(
+        (key, value.detach().double().requires_grad_(True)) for key, value in run.features.items()
+    )
+    proposals = [run.proposals[0].double()]
+    size, original = run.image_sizes[0], run.original_sizes[0]
+    with torch.enable_grad():
+        logits, regression = heads.box_predictor(
+            heads.box_head(heads.box_roi_pool(levels, proposals, [size]))
+        )
+        box = heads.box_coder.decode(regression, proposals)[row, label]
+        box = resize_boxes(box_ops.clip_boxes_to_image(box[None], size), list(size), list(original))
+        score = torch.softmax(logits, -1)[row, label]
+        target = box_iou(box.detach(), box)[0, 0] + score
+        gradients = torch.autograd.grad(target, list(levels.values()), allow_unused=True)
+    values = [value.detach() for value in levels.values()]
+    grid = values[-1].shape[-2:]
+    activation = torch.cat([F.interpolate(v.abs(), size=grid, mode="bilinear") for v in values], 1)[
+        0
+    ]
+    signed = [
+        torch.zeros_like(v) if g is None else g * torch.sign(v)
+        for v, g in zip(values, gradients, strict=False)
+    ]
+    gradient = torch.cat([F.interpolate(g, size=grid, mode="bilinear") for g in signed], 1)[0]
+    weights = gradient.mean(dim=(-2, -1))
+    return {
+        "gradcam": (weights[:, None, None] * activation).sum(0),
+        "layercam": (gradient.clamp_min(0) * activation).sum(0),
+    }
+
+
+def _double(model: nn.Module) -> nn.Module:
+    return copy.deepcopy(model).double()
+
+
+def float64_differences(model: nn.Module, image: Tensor, count: int) -> dict[str, float]:
+    """Per method: the largest difference between camserve's raw map of each of the first
+    ``count`` detections and the float64 computation, relative to the float64 map's peak."""
+    answer = explain_detections(model, [image], ["gradcam", "layercam"], max_detections=count)[0]
+    run = run_detector(model, [image])
+    found = run.detections[0]
+    worst = {"gradcam": 0.0, "layercam": 0.0}
+    for k in range(count):
+        assert torch.equal(found.boxes[k], answer.explained_boxes[k])
+        reference = float64_maps(model, run, int(found.rows[k]), int(found.labels[k]))
+        for method, expected in reference.items():
+            ours = answer.raw_maps[("backbone", method)][k].double()
+            peak = float(expected.abs().max())
+            assert peak > 0
+            worst[method] = max(worst[method], float((ours - expected).abs().max()) / peak)
+    return worst
+
+
+def test_gradient_methods_match_a_float64_computation_of_the_box_score_target(
+    model: nn.Module,
+) -> None:
+    image = noise_images(1, (150, 200), seed=3)[0]
+    assert max(float64_differences(model, image, 2).values()) <= TOLERANCE
+
+
+def test_maps_land_on_the_original_pixels_through_the_detectors_resize() -> None:
+    """An 80 x 120 image goes into a detector with min_size 160 and max_size 320 at 160 x 240
+    (scale 2), padded to 160 x 256. A map hot on exactly the input pixels of the box
+    (50, 40)-(150, 120) is hot on exactly the original pixels of (25, 20)-(75, 60) once placed
+    back (each original pixel reads the two input pixels it became), and the padding, however
+    hot, is never read."""
+    model = detector((160, 320))
+    image = torch.rand(3, 80, 120)
+    answer = explain_detections(model, [image], ["eigencam"], max_detections=1)[0]
+    assert answer.placement.input_size == (160, 256)
+    assert answer.placement.resized == (160, 240)
+    canvas = torch.zeros(1, 160, 256)
+    canvas[0, 40:120, 50:150] = 1.0
+    canvas[0, :, 240:] = 5.0
+    placed = DetectionMaps(*_fields(answer, canvas)).full_maps("backbone", "eigencam")[0]
+    expected = torch.zeros(80, 120)
+    expected[20:60, 25:75] = 1.0
+    assert torch.equal(placed, expected)
+    boxes = run_detector(model, [image]).detections[0].boxes
+    assert float(boxes[:, 2].max()) <= 120
+    assert float(boxes[:, 3].max()) <= 80
+
+
+def test_each_detection_and_each_image_gets_the_map_it_gets_alone(model: nn.Module) -> None:
+    images = noise_images(3, (150, 200), seed=5)
+    together = explain_detections(
+        model, images, ["gradcam", "eigencam"], ["backbone", "backbone[0]"], max_detections=3
+    )
+    for image, batched in zip(images, together, strict=True):
+        for k in range(3):
+            alone = explain_detections(
+                model,
+                [image],
+                ["gradcam", "eigencam"],
+                ["backbone", "backbone[0]"],
+                given=[(batched.explained_boxes[k : k + 1], batched.explained_labels[k : k + 1])],
+            )[0]
+            for key, maps in alone.raw_maps.items():
+                expected = maps[0]
+                scale = float(expected.abs().max())
+                assert scale > 0
+                assert float((batched.raw_maps[key][k] - expected).abs().max()) <= 1e-5 * scale, key
+    assert not torch.equal(
+        together[0].raw_maps[("backbone", "gradcam")], together[1].raw_maps[("backbone", "gradcam")]
+    )
+
+
+def test_images_of_other_sizes_get_their_own_pass(model: nn.Module) -> None:
+    small, large = torch.rand(3, 120, 160), torch.rand(3, 200, 300)
+    answers = explain_detections(model, [small, large, small], ["eigencam"], max_detections=1)
+    assert [answer.placement.image_size for answer in answers] == [
+        (120, 160),
+        (200, 300),
+        (120, 160),
+    ]
+    assert torch.equal(
+        answers[0].raw_maps[("backbone", "eigencam")], answers[2].raw_maps[("backbone", "eigencam")]
+    )
+
+
+@pytest.mark.parametrize("method", ["cam", "scorecam"])
+def test_methods_that_read_class_logits_are_refused(model: nn.Module, method: str) -> None:
+    with pytest.raises(MethodNotApplicableError, match="for detectors choose one of: gradcam"):
+        explain_detections(model, noise_images(1, (64, 64)), [method])
+
+
+def test_an_unknown_level_names_the_candidates(model: nn.Module) -> None:
+    with pytest.raises(
+        UnknownLayerError,
+        match=r"candidates: backbone, backbone\[0\], backbone\[1\], backbone\[pool\]",
+    ):
+        explain_detections(model, noise_images(1, (64, 64)), ["eigencam"], ["backbone[7]"])
+
+
+def test_no_detection_to_explain_gives_no_maps(model: nn.Module) -> None:
+    answer = explain_detections(
+        model, noise_images(1, (64, 64)), ["gradcam"], score_threshold=0.99
+    )[0]
+    assert len(answer.boxes) == 0
+    assert answer.raw_maps[("backbone", "gradcam")].shape[0] == 0
+    assert np.isclose(float(answer.targets.sum()), 0.0)
