@@ -33,7 +33,7 @@ from tests.engine.test_detection_maps import eigen_cam_differences, float64_diff
 
 def resnet_detector(size: int) -> nn.Module:
     torch.manual_seed(0)
-    model = torchvision.models.get_model(
+    model: nn.Module = torchvision.models.get_model(
         "fasterrcnn_resnet50_fpn",
         weights=None,
         weights_backbone=None,
@@ -47,7 +47,7 @@ def resnet_detector(size: int) -> nn.Module:
 
 def resnet_segmenter() -> nn.Module:
     torch.manual_seed(0)
-    model = torchvision.models.get_model(
+    model: nn.Module = torchvision.models.get_model(
         "deeplabv3_resnet50", weights=None, weights_backbone=None, num_classes=21
     )
     return model.eval().requires_grad_(False)

@@ -30,18 +30,20 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from app.engine.errors import MethodNotApplicableError, UnknownLayerError
+from app.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
 from app.engine.images.render import normalize_maps
 from app.engine.images.resize_policy import Placement, place_maps
 from app.engine.methods import CamMethod, MethodContext, get_method
 from app.engine.models.dense import PYRAMID_LAYER
 from app.engine.models.detector_pass import DetectorPass, box_score_gradients, run_detector
+from app.engine.targets import class_index
 
 __all__ = [
     "DETECTOR_METHODS",
     "DetectionMaps",
     "detection_layers",
     "explain_detections",
+    "given_box",
     "pyramid_view",
 ]
 
@@ -218,3 +220,32 @@ def _context(
         forward=no_forward,
         classifier=lambda: None,
     )
+
+
+def given_box(
+    box: str | Sequence[float],
+    target: int | str,
+    labels: Sequence[str],
+    image_size: tuple[int, int],
+) -> tuple[Tensor, Tensor]:
+    """A box to explain (``"x0,y0,x1,y1"`` in original pixels, inside the image of
+    ``image_size`` (height, width), with x0 < x1 and y0 < y1) and its class (a label or index,
+    not the background at 0), as ``explain_detections`` takes them: (1, 4) and (1,)."""
+    values = box.split(",") if isinstance(box, str) else list(box)
+    try:
+        x0, y0, x1, y1 = (float(value) for value in values)
+    except ValueError:
+        raise InvalidTargetError(f"box must be four numbers x0,y0,x1,y1, got {box!r}") from None
+    height, width = image_size
+    if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
+        raise InvalidTargetError(
+            f"box {x0:g},{y0:g},{x1:g},{y1:g} is not a box inside the {width} x {height} image "
+            "(x0 < x1 <= width, y0 < y1 <= height, all >= 0)"
+        )
+    index = class_index(labels, target)
+    if not 1 <= index < len(labels):
+        raise InvalidTargetError(
+            f"target {target!r} is not one of this detector's classes (1 to {len(labels) - 1}; "
+            "0 is the background)"
+        )
+    return torch.tensor([[x0, y0, x1, y1]]), torch.tensor([index])

@@ -19,8 +19,8 @@ from torchvision.models.detection.transform import resize_boxes
 from torchvision.ops import box_iou
 from torchvision.ops import boxes as box_ops
 
-from app.engine.detection_maps import DetectionMaps, explain_detections
-from app.engine.errors import MethodNotApplicableError, UnknownLayerError
+from app.engine.detection_maps import DetectionMaps, explain_detections, given_box
+from app.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
 from app.engine.models.detector_pass import DetectorPass, run_detector
 from tests.engine.dense_models import DETECTOR_SIZE, detector, noise_images
 
@@ -223,3 +223,49 @@ def test_no_detection_to_explain_gives_no_maps(model: nn.Module) -> None:
     assert len(answer.boxes) == 0
     assert answer.raw_maps[("backbone", "gradcam")].shape[0] == 0
     assert np.isclose(float(answer.targets.sum()), 0.0)
+
+
+def test_a_given_box_is_explained_and_checked() -> None:
+    labels = ["__background__", "person", "bicycle"]
+    boxes, classes = given_box("10, 20, 110, 90", "Person", labels, (100, 200))
+    assert boxes.tolist() == [[10.0, 20.0, 110.0, 90.0]]
+    assert classes.tolist() == [1]
+    assert given_box([0, 0, 200, 100], 2, labels, (100, 200))[1].tolist() == [2]
+
+
+@pytest.mark.parametrize(
+    ("box", "target", "message"),
+    [
+        ("10,20,110", "person", "four numbers"),
+        ("10,20,x,90", "person", "four numbers"),
+        ("10,20,210,90", "person", "not a box inside the 200 x 100 image"),
+        ("50,20,40,90", "person", "not a box inside"),
+        ("-1,20,40,90", "person", "not a box inside"),
+        ("10,20,110,90", "giraffe", "unknown class label 'giraffe'"),
+        ("10,20,110,90", "__background__", "0 is the background"),
+        ("10,20,110,90", 3, "not one of this detector's classes"),
+    ],
+)
+def test_a_bad_given_box_is_refused(box: str, target: object, message: str) -> None:
+    with pytest.raises(InvalidTargetError, match=message):
+        given_box(box, target, ["__background__", "person", "bicycle"], (100, 200))  # type: ignore[arg-type]
+
+
+def test_a_given_box_gets_its_detections_map(model: nn.Module) -> None:
+    image = noise_images(1, (150, 200), seed=4)[0]
+    found = explain_detections(model, [image], ["gradcam"], max_detections=1)[0]
+    x0, y0, x1, y1 = (float(value) for value in found.boxes[0])
+    label = int(found.labels[0])
+    given = given_box(f"{x0},{y0},{x1},{y1}", label, [str(i) for i in range(91)], (150, 200))
+    answer = explain_detections(model, [image], ["gradcam"], given=[given])[0]
+    expected = found.raw_maps[("backbone", "gradcam")][0]
+    assert torch.allclose(
+        answer.raw_maps[("backbone", "gradcam")][0],
+        expected,
+        rtol=1e-4,
+        atol=1e-6 * float(expected.abs().max()),
+    )
+    elsewhere = given_box("0,0,3,3", label, [str(i) for i in range(91)], (150, 200))
+    empty = explain_detections(model, [image], ["gradcam"], given=[elsewhere])[0]
+    assert empty.targets.tolist() == [0.0]
+    assert float(empty.raw_maps[("backbone", "gradcam")].abs().max()) == 0.0

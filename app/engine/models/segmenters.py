@@ -12,12 +12,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from app.engine.images.resize_policy import Placement, place_maps
+
 __all__ = [
     "SegmentationScores",
     "class_areas",
     "largest_classes",
     "mask_scores",
     "predicted_masks",
+    "segment",
 ]
 
 
@@ -74,3 +77,13 @@ def largest_classes(module: SegmentationScores, inputs: Tensor, count: int = 1) 
         areas = class_areas(module.scores(inputs))
     order: Tensor = torch.sort(areas, dim=1, descending=True, stable=True).indices
     return order[:, :count]
+
+
+def segment(scores: Tensor, placement: Placement) -> dict[int, Tensor]:
+    """One image's predicted mask of each class present, (H, W) bool at the original size:
+    the per-pixel scores (classes, h, w) over the model input sampled at the original pixel
+    centres (bilinear, like the maps), then each pixel's best class. Pixels a crop cut away
+    score 0 for every class and fall to class 0, the background."""
+    placed = place_maps(scores.float()[None], placement)[0]
+    winners = placed.argmax(dim=0)
+    return {int(label): winners == label for label in torch.unique(winners)}

@@ -13,7 +13,13 @@ from torch import Tensor, nn
 
 from app.engine.engine import CamEngine
 from app.engine.images.render import normalize_maps
-from app.engine.models.segmenters import SegmentationScores, class_areas, largest_classes
+from app.engine.images.resize_policy import ResizePolicy, placement_for
+from app.engine.models.segmenters import (
+    SegmentationScores,
+    class_areas,
+    largest_classes,
+    segment,
+)
 from tests.engine.dense_models import segmenter
 
 __all__: list[str] = []
@@ -103,3 +109,17 @@ def test_largest_classes_orders_by_area(wrapped: SegmentationScores, inputs: Ten
     picked = areas.gather(1, classes)
     assert bool((picked[:, :-1] >= picked[:, 1:]).all())
     assert torch.equal(picked[:, 0], areas.amax(dim=1))
+
+
+def test_masks_come_back_at_the_original_size_through_the_resize() -> None:
+    """Scores over a 4 x 6 input where class 2 wins the left half and class 5 the right half:
+    on a stretched 40 x 90 original, each class owns exactly its half of the pixels."""
+    scores = torch.zeros(7, 4, 6)
+    scores[2, :, :3] = 1.0
+    scores[5, :, 3:] = 1.0
+    masks = segment(scores, placement_for(ResizePolicy.STRETCH, (40, 90), (4, 6)))
+    assert sorted(masks) == [2, 5]
+    assert masks[2].shape == (40, 90)
+    assert bool(masks[2][:, :45].all())
+    assert not bool(masks[2][:, 45:].any())
+    assert torch.equal(masks[5], ~masks[2])
