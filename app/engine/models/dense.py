@@ -28,6 +28,7 @@ from torch import nn
 
 from app.engine.errors import ManifestError, UnknownArchitectureError, UnknownLayerError
 from app.engine.images.preprocess import Preprocessing
+from app.engine.models.layers import find_candidate_layers
 from app.engine.models.manifest import ModelSpec, Task
 from app.engine.models.packaged import fit_keys
 from app.engine.models.segmenters import SegmentationScores
@@ -94,6 +95,9 @@ class LoadedDenseModel:
     labels: list[str]
     preprocessing: Preprocessing
     weights: str
+    candidate_layers: tuple[str, ...] = ()
+    """The layers worth offering (``GET /v1/models``): a detector's pyramid and each level, a
+    segmenter's shallow modules that output a map once per pass."""
     method: str | None = None
 
 
@@ -131,15 +135,25 @@ def _load(spec: ModelSpec) -> LoadedDenseModel:
         )
     built.eval()
     module = SegmentationScores(built) if task == "segmentation" else built
+    preprocessing = _preprocessing(spec)
+    candidates = _candidate_layers(task, module, preprocessing)
+    layer = spec.layer or default_dense_layer(task, built)
+    if layer not in candidates and (
+        task == "detection" or layer not in dict(module.named_modules())
+    ):
+        raise UnknownLayerError(
+            f"model {spec.name!r}: unknown layer {layer!r}; candidates: {', '.join(candidates)}"
+        )
     return LoadedDenseModel(
         name=spec.name,
         architecture=spec.architecture,
         task=task,
         module=module,
-        layer=spec.layer or default_dense_layer(task, built),
+        layer=layer,
         labels=labels,
-        preprocessing=_preprocessing(spec),
+        preprocessing=preprocessing,
         weights=source.description,
+        candidate_layers=tuple(candidates),
         method=spec.method,
     )
 
@@ -191,6 +205,17 @@ def default_dense_layer(task: Task, module: nn.Module) -> str:
     if not names:
         raise UnknownLayerError(f"{type(module).__name__} has no backbone stages to target")
     return f"backbone.{names[-1]}"
+
+
+def _candidate_layers(task: Task, module: nn.Module, preprocessing: Preprocessing) -> list[str]:
+    """From one pass on a blank input: the pyramid's levels, or the segmenter's map layers."""
+    with torch.no_grad():
+        if task == "detection":
+            detector: Any = module
+            levels = detector.backbone(torch.zeros(1, 3, 128, 128))
+            keys = list(levels) if isinstance(levels, dict) else ["0"]
+            return [PYRAMID_LAYER, *(f"{PYRAMID_LAYER}[{key}]" for key in keys)]
+        return find_candidate_layers(module, torch.zeros(1, 3, *preprocessing.input_size))
 
 
 def _preprocessing(spec: ModelSpec) -> Preprocessing:

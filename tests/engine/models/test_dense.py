@@ -9,7 +9,7 @@ import torch
 import torchvision
 from pydantic import ValidationError
 
-from app.engine.errors import ManifestError, UnknownArchitectureError
+from app.engine.errors import ManifestError, UnknownArchitectureError, UnknownLayerError
 from app.engine.models.dense import (
     DETECTORS,
     SEGMENTERS,
@@ -141,3 +141,27 @@ def test_an_architecture_of_another_task_is_refused() -> None:
 def test_the_classifier_loader_refuses_dense_tasks() -> None:
     with pytest.raises(ManifestError, match="task 'segmentation' is explained by the engine"):
         load_model(spec(task="segmentation", architecture="fcn_resnet50"))
+
+
+def test_candidate_layers_are_offered_and_a_wrong_layer_is_refused() -> None:
+    detector = load_dense_model(
+        spec(task="detection", architecture="ssdlite320_mobilenet_v3_large", layer="backbone[5]")
+    )
+    assert detector.candidate_layers == ("backbone", *(f"backbone[{i}]" for i in range(6)))
+    assert detector.layer == "backbone[5]"
+    segmenter = load_dense_model(
+        spec(task="segmentation", architecture="lraspp_mobilenet_v3_large", input_size=64)
+    )
+    assert "backbone.16" in segmenter.candidate_layers
+    assert "backbone.4" in segmenter.candidate_layers
+    with pytest.raises(
+        UnknownLayerError,
+        match=r"unknown layer 'backbone\[9\]'; candidates: backbone, backbone\[0\]",
+    ):
+        load_dense_model(
+            spec(
+                task="detection",
+                architecture="fasterrcnn_mobilenet_v3_large_320_fpn",
+                layer="backbone[9]",
+            )
+        )
