@@ -104,7 +104,9 @@ def test_every_method_puts_its_peak_on_the_object(server: LiveServer, photo: str
 
 
 @pytest.mark.parametrize("photo", sorted(OBJECT_BOXES))
-def test_the_default_explanation_puts_its_peak_on_the_object(server: LiveServer, photo: str) -> None:
+def test_the_default_explanation_puts_its_peak_on_the_object(
+    server: LiveServer, photo: str
+) -> None:
     body = explain(server, photo, include="heatmap")
     assert (body["layer"], [entry["method"] for entry in body["explanations"]]) == (
         "fused",
