@@ -133,7 +133,7 @@ def _load(spec: ModelSpec) -> LoadedDenseModel:
             fit_keys(state, built.state_dict(), spec.key_map, source.description),
             source.description,
         )
-    built.eval()
+    built.eval().requires_grad_(False)  # frozen once: gradients stop at the explained layer
     module = SegmentationScores(built) if task == "segmentation" else built
     preprocessing = _preprocessing(spec)
     candidates = _candidate_layers(task, module, preprocessing)

@@ -165,3 +165,11 @@ def test_candidate_layers_are_offered_and_a_wrong_layer_is_refused() -> None:
                 layer="backbone[9]",
             )
         )
+
+
+def test_a_loaded_model_is_frozen_in_eval_mode() -> None:
+    loaded = load_dense_model(
+        spec(task="detection", architecture="fasterrcnn_mobilenet_v3_large_320_fpn")
+    )
+    assert not loaded.module.training
+    assert not any(parameter.requires_grad for parameter in loaded.module.parameters())
