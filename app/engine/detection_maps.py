@@ -4,8 +4,8 @@ CAM methods on the pyramid, and the maps placed back on the original pixels.
 Layers of a detector (``models/dense.py``):
 
 * ``backbone``: every pyramid level's absolute value, bilinearly resized to the coarsest level
-  and stacked along channels (pytorch-grad-cam's ``fasterrcnn_reshape_transform``). Its
-  gradient is the gradient with respect to those absolute values (the level's gradient times
+  (with more than one position) and stacked along channels (pytorch-grad-cam's
+  ``fasterrcnn_reshape_transform``). Its gradient is the gradient with respect to those absolute values (the level's gradient times
   the sign of its value), resized and stacked the same way;
 * ``backbone[<key>]``: one level as it is, with its own gradient.
 
@@ -108,9 +108,11 @@ def _gradient_view(
 
 
 def _coarsest(levels: OrderedDict[str, Tensor]) -> tuple[int, int]:
-    """The (h, w) of the level with the fewest positions (``pool`` of an FPN)."""
+    """The (h, w) of the level with the fewest positions (``pool`` of an FPN), among those with
+    more than one (SSDlite's last levels are 1 x 1: nothing to localise on)."""
     shapes = [(int(level.shape[-2]), int(level.shape[-1])) for level in levels.values()]
-    return min(shapes, key=lambda shape: shape[0] * shape[1])
+    spatial = [shape for shape in shapes if shape[0] * shape[1] > 1] or shapes
+    return min(spatial, key=lambda shape: shape[0] * shape[1])
 
 
 def _level(levels: OrderedDict[str, Tensor], layer: str) -> Tensor:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
+import torchvision
 from pytorch_grad_cam import EigenCAM
 from pytorch_grad_cam.utils.model_targets import FasterRCNNBoxScoreTarget
 from pytorch_grad_cam.utils.reshape_transforms import fasterrcnn_reshape_transform
@@ -269,3 +270,19 @@ def test_a_given_box_gets_its_detections_map(model: nn.Module) -> None:
     empty = explain_detections(model, [image], ["gradcam"], given=[elsewhere])[0]
     assert empty.targets.tolist() == [0.0]
     assert float(empty.raw_maps[("backbone", "gradcam")].abs().max()) == 0.0
+
+
+def test_a_one_stage_detector_gets_eigen_cam_and_refuses_gradient_methods() -> None:
+    ssd = torchvision.models.get_model(
+        "ssdlite320_mobilenet_v3_large", weights=None, weights_backbone=None, num_classes=91
+    ).eval()
+    ssd.requires_grad_(False)
+    image = noise_images(1, (120, 160), seed=6)[0]
+    answer = explain_detections(ssd, [image], ["eigencam"], max_detections=2, score_threshold=0.0)[
+        0
+    ]
+    maps = answer.full_maps("backbone", "eigencam")
+    assert maps.shape == (2, 120, 160)
+    assert float(maps.amax()) == 1.0
+    with pytest.raises(MethodNotApplicableError, match="explained by eigencam"):
+        explain_detections(ssd, [image], ["gradcam"], max_detections=1, score_threshold=0.0)
