@@ -5,8 +5,9 @@ Layers of a detector (``models/dense.py``):
 
 * ``backbone``: every pyramid level's absolute value, bilinearly resized to the coarsest level
   (with more than one position) and stacked along channels (pytorch-grad-cam's
-  ``fasterrcnn_reshape_transform``). Its gradient is the gradient with respect to those absolute values (the level's gradient times
-  the sign of its value), resized and stacked the same way;
+  ``fasterrcnn_reshape_transform``). Its gradient is the gradient with respect to those
+  absolute values (the level's gradient times the sign of its value), resized and stacked the
+  same way;
 * ``backbone[<key>]``: one level as it is, with its own gradient.
 
 Gradient methods (Grad-CAM, Grad-CAM++, XGrad-CAM, HiResCAM, LayerCAM) then apply their usual
