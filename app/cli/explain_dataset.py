@@ -132,13 +132,14 @@ def explain_dataset_command(
     except CamserveError as error:
         raise fail(str(error)) from error
     for aside in summary.set_aside:
-        console.print(f"[yellow]set aside[/] half-written {aside}", highlight=False)
+        console.print(f"[yellow]set aside[/] half-written {aside}", highlight=False, soft_wrap=True)
     for image_id, reason in sorted(summary.failures.items()):
         console.print(f"[yellow]failed[/] {image_id}: {reason}", highlight=False, soft_wrap=True)
     console.print(
         f"{summary.images} images ({len(summary.failures)} failed) in {summary.seconds:.1f} s, "
         f"{summary.images_per_s:.2f} images/s; {summary.already_written} already in {output}",
         highlight=False,
+        soft_wrap=True,
     )
 
 

@@ -135,7 +135,7 @@ def _folder(uri: str) -> list[ImageRef]:
 
 def _glob(uri: str) -> list[ImageRef]:
     """A glob's matches; ``*`` and ``?`` also match across folders (``images/*.png`` takes
-    ``images/a/b.png`` too), and only image files are taken."""
+    ``images/a/b.png`` too), and only image files are taken, hidden ones left out."""
     match = WILDCARDS.search(uri)
     assert match is not None
     base = uri[: match.start()].rsplit("/", 1)[0]
@@ -143,7 +143,9 @@ def _glob(uri: str) -> list[ImageRef]:
     return [
         ImageRef(relative, _join(base, relative))
         for relative in _files_under(base)
-        if fnmatch.fnmatchcase(relative, pattern) and _suffix(relative) in IMAGE_SUFFIXES
+        if fnmatch.fnmatchcase(relative, pattern)
+        and _suffix(relative) in IMAGE_SUFFIXES
+        and not _hidden(relative)
     ]
 
 

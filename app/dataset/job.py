@@ -60,7 +60,7 @@ class DatasetJob:
     rows_per_batch: int = 16
     """Images per ``map_batches`` batch handed to an actor (which feeds its engine
     ``options.batch_size`` at a time)."""
-    decode_cpus: float = 0.25
+    decode_cpus: float = 0.1
     """Logical CPUs a decoding task asks for: a fraction, so that decoding and writing still
     run where the actors hold every CPU."""
 
@@ -108,7 +108,11 @@ def _run(job: DatasetJob, todo: list[ImageRef]) -> None:
     gpus = int(ray.cluster_resources().get("GPU", 0))
     cpus = float(ray.cluster_resources().get("CPU", 1))
     on_gpu = gpus > 0 and job.device in ("auto", "cuda")
-    actors = job.actors or (gpus if on_gpu else max(1, int(cpus)))
+    wanted = job.actors or (gpus if on_gpu else max(1, int(cpus)))
+    # at least a block per actor, at most an image per block; never more actors than blocks
+    blocks = min(len(todo), max(wanted, -(-len(todo) // job.rows_per_batch)))
+    actors = min(wanted, blocks)
+    batch = -(-len(todo) // blocks)
     setup = EngineSetup(
         spec=job.spec,
         options=job.options,
@@ -117,20 +121,19 @@ def _run(job: DatasetJob, todo: list[ImageRef]) -> None:
         torch_threads=None if on_gpu else 1,
     )
     items = [{"image_id": ref.image_id, "path": ref.path} for ref in todo]
-    blocks = max(1, min(len(items), -(-len(items) // job.rows_per_batch)))
     dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=blocks)
     dataset = dataset.map_batches(
         decode_batch,  # type: ignore[arg-type]  # fn_kwargs supplies max_pixels
         fn_kwargs={"max_pixels": job.options.max_pixels},
         batch_format="pyarrow",
-        batch_size=job.rows_per_batch,
+        batch_size=batch,
         num_cpus=job.decode_cpus,
     )
     dataset = dataset.map_batches(
         Explainer,
         fn_constructor_args=(setup,),
         batch_format="pyarrow",
-        batch_size=job.rows_per_batch,
+        batch_size=batch,
         compute=ray.data.ActorPoolStrategy(size=actors),
         **({"num_gpus": 1} if on_gpu else {"num_cpus": actor_cpus(cpus, actors, job.decode_cpus)}),
     )

@@ -42,8 +42,8 @@ PREDICTION = pa.struct(
 )
 REGION = pa.struct(
     [
-        ("box", pa.list_(pa.int32(), 4)),
-        ("polygon", pa.list_(pa.list_(pa.int32(), 2))),
+        ("box", pa.list_(pa.int32())),
+        ("polygon", pa.list_(pa.list_(pa.int32()))),
         ("area", pa.int64()),
         ("score", pa.float32()),
     ]
@@ -61,7 +61,7 @@ ROW_SCHEMA = pa.schema(
         ("class_index", pa.int32()),
         ("label", pa.string()),
         ("score", pa.float32()),
-        ("detection_box", pa.list_(pa.float32(), 4)),
+        ("detection_box", pa.list_(pa.float32())),
         ("detection_score", pa.float32()),
         ("regions", pa.list_(REGION)),
         ("heatmap_png", pa.binary()),
