@@ -91,7 +91,9 @@ def local_ray(
     }
     saved = {key: os.environ.get(key) for key in environment}
     os.environ.update(environment)
-    store = {} if object_store_bytes is None else {"object_store_memory": object_store_bytes}
+    store: dict[str, Any] = (
+        {} if object_store_bytes is None else {"object_store_memory": object_store_bytes}
+    )
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": cpus_per_node, "include_dashboard": False, **store},

@@ -45,7 +45,9 @@ def default_controls(labels: list[str]) -> tuple[str, list[LabelControl]]:
 
 def label_studio_tasks(images: list[StoredImage], options: TaskOptions) -> list[dict[str, Any]]:
     """One task per image that was explained; images with an error are left out."""
-    labels = sorted({e.label for image in images for e in image.explanations})
+    labels = sorted(
+        {e.label for image in images for e in image.explanations if e.class_index is not None}
+    )
     data_key, controls = _controls(options.label_config, labels)
     return [
         {
@@ -91,6 +93,8 @@ def _labeled(
     """The explained classes this control has a label for, with their regions."""
     labeled: list[LabeledClass] = []
     for explanation in explanations:
+        if explanation.class_index is None:
+            continue  # a class-agnostic map names no class to label
         label = control.project_label(explanation.label, mapping)
         if label is not None:
             labeled.append((label, explanation.score or 0.0, explanation.regions))

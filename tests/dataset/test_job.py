@@ -85,8 +85,10 @@ def test_rows_equal_camserve_explain_map_for_map(
     assert f"{len(SIZES) + 1} images (1 failed)" in result.output
     local = runner.invoke(
         cli,
-        ["explain", str(scenes), "-o", str(tmp_path), *MODEL, *METHODS, "--heatmaps"]
-        + ["--summary", str(tmp_path / "summary.json")],
+        [
+            *("explain", str(scenes), "-o", str(tmp_path), *MODEL, *METHODS, "--heatmaps"),
+            *("--summary", str(tmp_path / "summary.json")),
+        ],
     )
     assert local.exit_code == 1  # broken.png is skipped there
     summary = {
