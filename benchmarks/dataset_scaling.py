@@ -21,7 +21,7 @@ Goals: ``ray-1`` ≥ 0.9 × ``cli``; ``ray-2`` ≥ 1.6 × ``ray-1``.
 Usage::
 
     python benchmarks/dataset_scaling.py
-    python benchmarks/dataset_scaling.py --images 100 --size 160 --rounds 2
+    python benchmarks/dataset_scaling.py --images 600 --size 320 --rounds 2
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def run_ray(folder: Path, output: Path, actors: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--images", type=int, default=60, help="scenes in the small folder")
-    parser.add_argument("--size", type=int, default=128, help="scene side in pixels")
+    parser.add_argument("--images", type=int, default=300, help="scenes in the small folder")
+    parser.add_argument("--size", type=int, default=256, help="scene side in pixels")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     print(" ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]))
