@@ -102,6 +102,11 @@ class BatchingWorker:
         return self._stopping
 
     @property
+    def running(self) -> bool:
+        """Whether the worker thread is alive (started and not yet ended)."""
+        return self._thread.is_alive()
+
+    @property
     def depth(self) -> int:
         return len(self._queue)
 
