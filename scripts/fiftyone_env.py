@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sysconfig
 from dataclasses import dataclass
@@ -109,10 +110,11 @@ def fiftyone_required() -> bool:
 
 
 class MongoServer:
-    """The mongod of ``env`` on 127.0.0.1 and a free port, its data in ``work_dir``."""
+    """The mongod of ``env`` on 127.0.0.1 and a free port, its data in ``work_dir``, removed
+    once it has stopped (its journal alone takes 300 MB); its log stays."""
 
     def __init__(self, env: FiftyOneEnv, work_dir: Path) -> None:
-        data = work_dir / "mongo-data"
+        self.data = data = work_dir / "mongo-data"
         data.mkdir(parents=True, exist_ok=True)
         mongod_env = {**os.environ, "LD_LIBRARY_PATH": str(env.openssl_libs)}
 
@@ -129,6 +131,7 @@ class MongoServer:
             self.server.wait_until_listening()
         except BaseException:
             self.server.stop()
+            shutil.rmtree(data, ignore_errors=True)
             raise
 
     @property
@@ -141,7 +144,10 @@ class MongoServer:
 
     def stop(self) -> None:
         self.server.terminate()
-        self.server.wait(STOP_TIMEOUT_S)
+        try:
+            self.server.wait(STOP_TIMEOUT_S)
+        finally:
+            shutil.rmtree(self.data, ignore_errors=True)
 
 
 class DriverProcess:
@@ -202,10 +208,15 @@ class DriverProcess:
     def log(self, tail: int = 20_000) -> str:
         return self.log_path.read_text(errors="replace")[-tail:]
 
-    def close(self) -> None:
-        """End of input: the driver exits; killed if it has not after ``STOP_TIMEOUT_S``."""
+    def end_input(self) -> None:
+        """Tells the driver that no more jobs come: it exits."""
         if self.process.stdin is not None:
             self.process.stdin.close()
+
+    def close(self) -> None:
+        """End of input, and the driver's exit; killed if it has not exited after
+        ``STOP_TIMEOUT_S``."""
+        self.end_input()
         try:
             self.process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -257,6 +268,8 @@ class FiftyOne:
 
     def close(self) -> None:
         try:
+            for driver in self._drivers.values():  # all of them start exiting at once
+                driver.end_input()
             for driver in self._drivers.values():
                 driver.close()
         finally:

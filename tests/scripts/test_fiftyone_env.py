@@ -22,13 +22,21 @@ LISTEN = "0A"
 """A listening socket's state in /proc/net/tcp."""
 
 
+def fd_target(link: Path) -> str:
+    """What an open file descriptor points at; "" for one closed since the folder was read."""
+    try:
+        return link.readlink().name
+    except FileNotFoundError:
+        return ""
+
+
 def listening_addresses(pid: int) -> list[tuple[str, int]]:
     """The (IPv4 address, port) of every TCP socket process ``pid`` listens on; IPv6 sockets
     appear as ``("ipv6", port)``."""
     inodes = {
-        link.readlink().name.removeprefix("socket:[").removesuffix("]")
-        for link in Path(f"/proc/{pid}/fd").iterdir()
-        if link.readlink().name.startswith("socket:[")
+        target.removeprefix("socket:[").removesuffix("]")
+        for target in map(fd_target, Path(f"/proc/{pid}/fd").iterdir())
+        if target.startswith("socket:[")
     }
     found: list[tuple[str, int]] = []
     for table in ("tcp", "tcp6"):
@@ -58,6 +66,7 @@ def test_mongod_listens_on_loopback_only_and_is_gone_once_stopped(
         mongo.stop()
     assert mongo.server.process.poll() == 0  # a clean shutdown, not a kill
     assert not Path(f"/proc/{mongo.pid}").exists()
+    assert not mongo.data.exists()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((LOOPBACK, port), timeout=5).close()
 
