@@ -62,7 +62,7 @@ def test_every_name_source_and_status_is_shown_whole(models_dir: Path, columns: 
         assert any(source in line.split() for line in lines), source
         assert any(status in line for line in lines), status
     assert any(
-        "run 'camserve fetch-weights resnet50_imagenet_classifier'" in line for line in lines
+        "run 'camserve fetch-weights resnet50:IMAGENET1K_V2'" in line for line in lines
     )
 
 
