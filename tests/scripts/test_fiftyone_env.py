@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -17,6 +18,10 @@ from scripts.fiftyone_env import (
     locate_fiftyone,
 )
 from scripts.live_server import LOOPBACK
+
+ROOT = Path(__file__).resolve().parents[2]
+CLASHES = {"starlette", "python-dateutil"}
+"""The packages whose pins differ between constraints.txt and constraints-fiftyone.txt."""
 
 LISTEN = "0A"
 """A listening socket's state in /proc/net/tcp."""
@@ -95,3 +100,25 @@ def test_the_environment_is_found_where_named_and_required_in_ci(
     monkeypatch.setenv("FIFTYONE_VENV", str(tmp_path))
     assert fiftyone_required()
     assert locate_fiftyone() is None
+
+
+def pins(path: Path) -> dict[str, str]:
+    """Package (normalised name) → version of a constraints file."""
+    found = {}
+    for line in path.read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==", 1)
+            found[re.sub(r"[-_.]+", "-", name.strip().lower())] = version.strip()
+    return found
+
+
+def test_fiftyone_shares_camserves_pins_except_the_clashes() -> None:
+    """The FiftyOne driver imports camserve's engine beside FiftyOne's packages: every package
+    both environments hold has one version, except those FiftyOne cannot take."""
+    camserve = pins(ROOT / "constraints.txt")
+    fiftyone = pins(ROOT / "constraints-fiftyone.txt")
+    assert (fiftyone["fiftyone"], fiftyone["fiftyone-db"]) == ("1.22.1", "0.4.5")
+    differing = {
+        name for name in camserve.keys() & fiftyone.keys() if camserve[name] != fiftyone[name]
+    }
+    assert differing == CLASHES
