@@ -114,12 +114,14 @@ def _sample(sample: Any, dataset: Any) -> dict[str, Any]:
         for name in dataset.get_field_schema()
         if name not in (*SAMPLE_BUILTINS, *FIFTYONE_OWN)
     }
-    maps = {
-        name: sample[name].get_map().tolist()
-        for name in labels
-        if isinstance(sample[name], fo.Heatmap)
-    }
+    maps = {name: _map(sample[name]) for name in labels if isinstance(sample[name], fo.Heatmap)}
     return {**builtins, "labels": labels, "maps": maps}
+
+
+def _map(heatmap: Any) -> list[Any] | None:
+    """The heatmap's map as FiftyOne reads it (from ``map_path`` unless it holds the array)."""
+    array = heatmap.get_map()
+    return None if array is None else list(array.tolist())
 
 
 def _without_ids(value: Any) -> Any:

@@ -17,7 +17,7 @@ process that wrote them. Typical use::
 
     with FiftyOne(locate_fiftyone(), work_dir) as fiftyone:
         loaded = fiftyone.load_json(Path("out/samples.json"), name="cams")
-        loaded["samples"][0]["fields"]["cam_gradcam"]  # the Heatmap as FiftyOne reads it
+        loaded["samples"][0]["labels"]["cam_gradcam"]  # the Heatmap as FiftyOne loaded it
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sysconfig
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -87,12 +88,11 @@ class FiftyOneEnv:
             return False
 
 
-def _only(paths: Any) -> Path:
+def _only(paths: Iterable[Path]) -> Path:
     found = sorted(paths)
     if len(found) != 1:
         raise FileNotFoundError(f"expected one match, found {[str(p) for p in found]}")
-    path: Path = found[0]
-    return path
+    return found[0]
 
 
 def locate_fiftyone(explicit: str | None = None) -> FiftyOneEnv | None:
