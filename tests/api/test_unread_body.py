@@ -11,6 +11,7 @@ from starlette.types import Message, Scope
 from app.api.unread_body import BodyReading, EarlyAnswerSend
 
 LIMIT = 1000
+LINGER_S = 0.05
 
 
 def _scope(**headers: str) -> Scope:
@@ -48,7 +49,7 @@ class Client:
 
 
 async def _answer_early(client: Client, scope: Scope) -> None:
-    body = BodyReading(scope, client.receive, LIMIT)
+    body = BodyReading(scope, client.receive, LIMIT, LINGER_S)
     send = EarlyAnswerSend(send=client.send, body=body)
     await send({"type": "http.response.start", "status": 429, "headers": [(b"retry-after", b"1")]})
     assert client.sent[0]["headers"] == [(b"retry-after", b"1"), (b"connection", b"close")]
@@ -87,7 +88,7 @@ def test_a_body_declared_too_long_or_waiting_for_100_continue_is_not_read() -> N
 
 def test_a_client_that_stops_sending_is_given_up_on_after_the_timeout() -> None:
     client = Client([b"a" * 100], ends=False)
-    body = BodyReading(_scope(content_length="900"), client.receive, LIMIT)
+    body = BodyReading(_scope(content_length="900"), client.receive, LIMIT, LINGER_S)
 
     started = time.monotonic()
     ended = asyncio.run(body.discard_rest(timeout_s=0.2))
@@ -95,6 +96,37 @@ def test_a_client_that_stops_sending_is_given_up_on_after_the_timeout() -> None:
     assert not ended
     assert client.read == 1
     assert 0.2 <= time.monotonic() - started < 2
+
+
+def test_a_client_cut_off_is_left_unread_for_the_linger_before_the_answer_ends() -> None:
+    """Past the limit, or declared too long: nothing more is read for ``linger_s``, so the
+    connection closes only after the client had time to read the answer already sent."""
+
+    async def answer(client: Client, body: BodyReading) -> tuple[int, float]:
+        send = EarlyAnswerSend(send=client.send, body=body)
+        await send({"type": "http.response.start", "status": 429, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+        return client.read, time.monotonic()
+
+    for headers in ({"transfer_encoding": "chunked"}, {"content_length": str(LIMIT + 1)}):
+        client = Client([b"a" * 300] * 10)
+        body = BodyReading(_scope(**headers), client.receive, LIMIT, linger_s=0.3)
+
+        started = time.monotonic()
+        read, ended_at = asyncio.run(answer(client, body))
+
+        assert read in (0, 4), headers
+        assert ended_at - started >= 0.3, headers
+        assert client.sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+def test_a_body_that_ended_is_not_lingered_on() -> None:
+    client = Client([b"a" * 300] * 3)
+    body = BodyReading(_scope(content_length="900"), client.receive, LIMIT, linger_s=5.0)
+
+    started = time.monotonic()
+    assert asyncio.run(body.discard_rest())
+    assert time.monotonic() - started < 1
 
 
 def test_an_answer_after_the_body_was_read_is_passed_on_as_it_is() -> None:

@@ -69,9 +69,14 @@ def test_through_a_server_the_files_are_those_of_a_local_run(
     # per image: gradcam for 2 classes and eigencam once, each an overlay and a heatmap
     assert len(remote) == len(SIZES) * (2 + 1) * 2
     assert sorted(remote) == sorted(local)
+    # The server and the local run batch the images differently and run other thread counts, so
+    # a map's float sums may round the other way at a few pixels (seen: 1 pixel in 4096): one
+    # 8-bit level of heat there, which the colormap and the blend (alpha 0.4) turn into at most a
+    # few levels of the overlay's colour.
     for name, pixels in remote.items():
-        difference = np.abs(pixels.astype(int) - local[name].astype(int)).max()
-        assert difference == 0, name
+        difference = np.abs(pixels.astype(int) - local[name].astype(int))
+        assert difference.max() <= (1 if name.endswith("_heatmap.png") else 4), name
+        assert np.count_nonzero(difference) <= 0.01 * difference.size, name
     for local_row, remote_row in zip(local_rows, remote_rows, strict=True):
         assert remote_row["source"] == local_row["source"]
         assert (remote_row["classes"], remote_row["labels"]) == (

@@ -94,10 +94,22 @@ def assert_peak_inside(photo: str, explanations: list[dict[str, Any]]) -> None:
 
 @pytest.mark.parametrize("photo", sorted(OBJECT_BOXES))
 def test_every_method_puts_its_peak_on_the_object(server: LiveServer, photo: str) -> None:
-    body = explain(server, photo, method=",".join(SINGLE_PASS), include="heatmap")
+    body = explain(server, photo, method=",".join(SINGLE_PASS), layer="bn2", include="heatmap")
     assert body["layer"] == "bn2"
     assert sorted(entry["method"] for entry in body["explanations"]) == sorted(SINGLE_PASS)
     assert_peak_inside(photo, body["explanations"])
     body = explain(server, photo, method="scorecam", layer=SCORE_CAM_LAYER, include="heatmap")
     assert [entry["method"] for entry in body["explanations"]] == ["scorecam"]
+    assert_peak_inside(photo, body["explanations"])
+
+
+@pytest.mark.parametrize("photo", sorted(OBJECT_BOXES))
+def test_the_default_explanation_puts_its_peak_on_the_object(
+    server: LiveServer, photo: str
+) -> None:
+    body = explain(server, photo, include="heatmap")
+    assert (body["layer"], [entry["method"] for entry in body["explanations"]]) == (
+        "fused",
+        ["layercam"],
+    )
     assert_peak_inside(photo, body["explanations"])

@@ -150,6 +150,22 @@ def test_on_a_phone_every_sample_fits_the_screen_under_its_group(
     assert samples["y"] + samples["height"] <= PHONE["height"], "on the first screen"
 
 
+def test_on_a_phone_no_shipped_sample_name_is_broken_inside_a_word(web: WebPage) -> None:
+    web.page.set_viewport_size(PHONE)
+    listing = httpx.get(web.server.url("/static/samples.json"), timeout=10).json()["samples"]
+    expect(web.page.locator("#sample-list .sample")).to_have_count(len(listing))
+    lines = web.page.eval_on_selector_all(
+        ".sample-name",
+        """(elements) => elements.map((element) => [element.textContent,
+            element.getBoundingClientRect().height
+            / parseFloat(getComputedStyle(element).lineHeight)])""",
+    )
+    assert sorted(name for name, _ in lines) == sorted(sample["name"] for sample in listing)
+    assert "astronaut" in dict(lines), "the longest one-word name shipped"
+    broken = [name for name, count in lines if " " not in name and count > 1.5]
+    assert broken == [], "each one-word name on one line"
+
+
 @pytest.mark.parametrize(
     ("groups", "headings"),
     [
