@@ -61,9 +61,7 @@ def test_every_name_source_and_status_is_shown_whole(models_dir: Path, columns: 
         assert any(name in line for line in lines), name
         assert any(source in line.split() for line in lines), source
         assert any(status in line for line in lines), status
-    assert any(
-        "run 'camserve fetch-weights resnet50:IMAGENET1K_V2'" in line for line in lines
-    )
+    assert any("run 'camserve fetch-weights resnet50:IMAGENET1K_V2'" in line for line in lines)
 
 
 def test_a_wide_terminal_gets_one_table_with_a_row_per_model(models_dir: Path) -> None:
