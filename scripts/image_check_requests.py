@@ -7,23 +7,34 @@ import io
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import httpx
 from PIL import Image
+
+from scripts.live_server import MetricsSnapshot
 
 __all__ = [
     "RequestsInFlight",
     "answer_requests_in_flight",
     "check_cam_and_explain",
     "check_model_list",
+    "past_deadline",
 ]
 
 TIMEOUT_S = 120.0
 IN_FLIGHT = 6
 """Requests in flight when the container gets its SIGTERM."""
-SETTLE_S = 1.0
+SLOW_EXPLANATION = {"method": "gradcam,gradcam++,xgradcam,hirescam,layercam,eigencam", "top_k": "5"}
+"""Six methods for five classes: about a second per request on two CPU cores, long enough for
+the others to queue behind the first, yet far inside the 30 s request deadline."""
+PAST_DEADLINE = {"method": "scorecam"}
+"""Score-CAM at the default layer: longer than the 30 s deadline on two CPU cores, so its
+request is answered 504 while its pass goes on until the next chunk."""
+QUEUED_WITHIN_S = 30.0
+POLL_S = 0.02
+SETTLE_S = 2.0
 
 
 class CheckFailed(SystemExit):
@@ -66,10 +77,23 @@ def check_cam_and_explain(url: str, photo: Path) -> dict[str, object]:
         if png_size(base64.b64decode(entry[field])) != size:
             raise CheckFailed(f"/v1/explain's {field} is not {size}")
     top = body["predictions"][0]
+    headers = cam.headers
     return {
-        "model": cam.headers["X-Camserve-Model"],
-        "cam_label": httpx.URL(f"?l={cam.headers['X-Camserve-Label']}").params["l"],
-        "explain_top": f"{top['label']} ({top['probability']:.2f})",
+        "model": headers["X-Camserve-Model"],
+        "cam": {
+            "class": int(headers["X-Camserve-Class"]),
+            "label": httpx.URL(f"?l={headers['X-Camserve-Label']}").params["l"],
+            "score": round(float(headers["X-Camserve-Score"]), 3),
+            "method": headers["X-Camserve-Method"],
+            "layer": headers["X-Camserve-Layer"],
+            "png_bytes": len(cam.content),
+        },
+        "explain_top": {
+            "class": top["index"],
+            "label": top["label"],
+            "probability": round(top["probability"], 3),
+            "overlay_png_bytes": len(base64.b64decode(entry["overlay"])),
+        },
         "png_size": list(size),
     }
 
@@ -77,18 +101,20 @@ def check_cam_and_explain(url: str, photo: Path) -> dict[str, object]:
 class RequestsInFlight:
     """Explanations sent from threads; each remembers its status or its error."""
 
-    def __init__(self, url: str, photo: Path) -> None:
+    def __init__(self, url: str, photo: Path, count: int, params: dict[str, str]) -> None:
         self.url = url
         self.photo = photo.read_bytes()
+        self.count = count
+        self.params = params
         self.outcomes: list[str] = []
-        self.threads = [threading.Thread(target=self._send) for _ in range(IN_FLIGHT)]
+        self.threads = [threading.Thread(target=self._send) for _ in range(count)]
         self._lock = threading.Lock()
 
     def _send(self) -> None:
         try:
             response = httpx.post(
                 f"{self.url}/v1/explain",
-                params={"method": "scorecam,gradcam", "top_k": "3"},
+                params=self.params,
                 content=self.photo,
                 headers={"Content-Type": "image/jpeg"},
                 timeout=TIMEOUT_S,
@@ -99,27 +125,45 @@ class RequestsInFlight:
         with self._lock:
             self.outcomes.append(outcome)
 
-    def wait_until_started(self) -> None:
-        """A moment for the uploads to arrive; none may have been answered yet (Score-CAM on
-        three classes keeps each in flight for seconds)."""
-        time.sleep(SETTLE_S)
+    def answered(self) -> int:
         with self._lock:
-            if self.outcomes:
-                raise CheckFailed(f"requests finished before the SIGTERM: {self.outcomes}")
+            return len(self.outcomes)
 
-    def all_answered(self) -> bool:
-        return self.outcomes == ["200"] * IN_FLIGHT
+    def wait_until_queued(self) -> int:
+        """Wait until the server holds every request: one running (the worker was idle, so it
+        started alone) and the others queued behind it, as ``/metrics`` reports; how many
+        were still unanswered then."""
+        deadline = time.monotonic() + QUEUED_WITHIN_S
+        while time.monotonic() < deadline:
+            metrics = MetricsSnapshot.parse(httpx.get(f"{self.url}/metrics", timeout=10).text)
+            unanswered = self.count - self.answered()
+            if unanswered > 1 and metrics.value("camserve_queue_depth") >= unanswered - 1:
+                return unanswered
+            time.sleep(POLL_S)
+        raise CheckFailed(f"the requests were never queued together (answered: {self.outcomes})")
+
+    def wait_until_running(self) -> int:
+        """For a single request: a moment for its upload to reach the idle worker; how many
+        were still unanswered then (it must be the one)."""
+        time.sleep(SETTLE_S)
+        if self.answered():
+            raise CheckFailed(f"answered before the SIGTERM: {self.outcomes}")
+        return self.count
+
+    def answered_with(self, statuses: set[str]) -> bool:
+        return len(self.outcomes) == self.count and set(self.outcomes) <= statuses
 
     def summary(self) -> str:
-        return (
-            f"{self.outcomes.count('200')} of {IN_FLIGHT} in flight answered 200 ({self.outcomes})"
-        )
+        return f"{self.count} in flight answered {self.outcomes}"
 
 
 @contextmanager
-def answer_requests_in_flight(url: str, photo: Path) -> Iterator[RequestsInFlight]:
-    """Start the requests; on leaving, wait for every answer."""
-    in_flight = RequestsInFlight(url, photo)
+def answer_requests_in_flight(
+    url: str, photo: Path, count: int = IN_FLIGHT, params: dict[str, str] | None = None
+) -> Iterator[RequestsInFlight]:
+    """Start the requests (by default the slow, in-deadline ones); on leaving, wait for every
+    answer."""
+    in_flight = RequestsInFlight(url, photo, count, params or SLOW_EXPLANATION)
     for thread in in_flight.threads:
         thread.start()
     try:
@@ -127,3 +171,8 @@ def answer_requests_in_flight(url: str, photo: Path) -> Iterator[RequestsInFligh
     finally:
         for thread in in_flight.threads:
             thread.join(TIMEOUT_S)
+
+
+def past_deadline(url: str, photo: Path) -> AbstractContextManager[RequestsInFlight]:
+    """One request whose pass outlives its deadline (see ``PAST_DEADLINE``)."""
+    return answer_requests_in_flight(url, photo, 1, PAST_DEADLINE)

@@ -1,8 +1,10 @@
 """A server in a child process on 127.0.0.1: started on a free port with its output in a log
-file, polled until a path answers 200, and stopped by its PID (SIGTERM, then SIGKILL).
+file, polled until a path answers 200 (or, for a server without HTTP, until its port accepts a
+connection), and stopped by its PID (SIGTERM, then SIGKILL).
 
-The one helper for this job: the integration tests, the benchmarks and the Label Studio
-end-to-end script all start their servers with it. ``start_camserve`` runs
+The one helper for this job: the integration tests, the benchmarks, the Label Studio
+end-to-end script and FiftyOne's mongod (``scripts/fiftyone_env.py``) all start their servers
+with it. ``start_camserve`` runs
 ``python -m app serve``; ``start_server`` runs any command that takes the port.
 """
 
@@ -78,6 +80,10 @@ class ServerProcess:
     def url(self, path: str) -> str:
         return self.base_url + path
 
+    @property
+    def port(self) -> int:
+        return int(self.base_url.rsplit(":", 1)[1])
+
     def metrics(self) -> MetricsSnapshot:
         """A scrape of the server's ``/metrics``."""
         response = httpx.get(self.url("/metrics"), timeout=10)
@@ -108,6 +114,22 @@ class ServerProcess:
                     pass
                 time.sleep(poll_s)
         raise ServerError(f"{self.name}: {path} not 200 within {timeout_s:g} s:\n{self.log()}")
+
+    def wait_until_listening(
+        self, timeout_s: float = START_TIMEOUT_S, poll_s: float = POLL_INTERVAL_S
+    ) -> float:
+        """Poll the port until it accepts a TCP connection, for a server that speaks no HTTP
+        (mongod); the seconds that took. Fails as ``wait_until_ok`` does."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s:
+            if (code := self.process.poll()) is not None:
+                raise ServerError(f"{self.name} exited with {code} while starting:\n{self.log()}")
+            try:
+                with socket.create_connection((LOOPBACK, self.port), timeout=5):
+                    return time.monotonic() - started
+            except OSError:
+                time.sleep(poll_s)
+        raise ServerError(f"{self.name}: port {self.port} not open within {timeout_s:g} s")
 
     def terminate(self) -> None:
         """Ask for a graceful shutdown (SIGTERM to the PID), as an orchestrator does."""

@@ -73,12 +73,17 @@ def local_ray(
     fast_autoscaling: bool = True,
     throughput_mode: bool = True,
     request_timeout_s: float | None = None,
+    serve_http: bool = True,
+    object_store_bytes: int | None = None,
 ) -> Iterator[LocalRay]:
     """A head plus ``nodes - 1`` worker nodes, each offering ``cpus_per_node`` CPUs.
     ``fast_autoscaling`` makes Serve report load every half second instead of every 10 s
     (for tests of autoscaling; benchmarks keep Ray's 10 s). ``throughput_mode``: Serve's
     throughput mode (``THROUGHPUT_MODE``), as camserve's Kubernetes manifest runs it.
-    ``request_timeout_s``: the proxy's own limit per request (408 past it)."""
+    ``request_timeout_s``: the proxy's own limit per request (408 past it). ``serve_http``:
+    start Serve and its proxy (off for Ray Data jobs, which need neither; ``base_url`` is then
+    empty). ``object_store_bytes``: each node's object store (default: Ray's own share of the
+    memory)."""
     environment = {
         **RAY_ENVIRONMENT,
         **(THROUGHPUT_MODE if throughput_mode else {}),
@@ -86,16 +91,23 @@ def local_ray(
     }
     saved = {key: os.environ.get(key) for key in environment}
     os.environ.update(environment)
+    store: dict[str, Any] = (
+        {} if object_store_bytes is None else {"object_store_memory": object_store_bytes}
+    )
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": cpus_per_node, "include_dashboard": False},
+        head_node_args={"num_cpus": cpus_per_node, "include_dashboard": False, **store},
     )
     started = set()
     try:
         for _ in range(nodes - 1):
-            cluster.add_node(num_cpus=cpus_per_node)
+            cluster.add_node(num_cpus=cpus_per_node, **store)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
+        if not serve_http:
+            started = ray_processes()
+            yield LocalRay(cluster, "")
+            return
         port = free_port()
         # camserve logs every request itself: Ray's proxies need not log them again
         serve.start(
@@ -111,7 +123,7 @@ def local_ray(
     finally:
         started |= ray_processes()
         try:
-            if ray.is_initialized():
+            if ray.is_initialized() and serve_http:
                 serve.shutdown()
         finally:
             ray.shutdown()

@@ -12,6 +12,14 @@ from urllib.parse import urlparse
 import pytest
 import torch
 
+from scripts.fiftyone_env import (
+    INSTALL_HINT,
+    FiftyOne,
+    FiftyOneEnv,
+    fiftyone_required,
+    locate_fiftyone,
+)
+
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 
@@ -64,3 +72,28 @@ def torch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def hub_file(home: Path, url: str) -> Path:
     return home / "hub" / "checkpoints" / os.path.basename(urlparse(url).path)
+
+
+@pytest.fixture(scope="session")
+def fiftyone_env() -> FiftyOneEnv:
+    """FiftyOne's own environment (.venv-fiftyone, which `make test` sets up). Where it is
+    missing the FiftyOne tests are skipped, except in CI or when FIFTYONE_VENV names one: then
+    they fail."""
+    env = locate_fiftyone()
+    if env is None:
+        message = f"FiftyOne's environment is missing: {INSTALL_HINT}"
+        if fiftyone_required():
+            pytest.fail(message)
+        pytest.skip(message)
+    return env
+
+
+@pytest.fixture(scope="session")
+def fiftyone(
+    fiftyone_env: FiftyOneEnv, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FiftyOne]:
+    """Real FiftyOne for the session: a mongod on 127.0.0.1 and FiftyOne's processes
+    (scripts/fiftyone_env.py), all stopped at the end of the session. Give each dataset a name
+    of its own."""
+    with FiftyOne(fiftyone_env, tmp_path_factory.mktemp("fiftyone")) as running:
+        yield running

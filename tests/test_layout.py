@@ -8,6 +8,7 @@ from pathlib import Path
 APP = Path(__file__).resolve().parents[1] / "app"
 LAYERS = [
     "cli",
+    "dataset",
     "cluster",
     "api",
     "web",

@@ -2,12 +2,14 @@
 
 The lifespan starts the batching worker, which loads and warms every model on its own thread
 (``/readyz`` answers 503 until that is done), and on shutdown drains the queue: requests already
-accepted are answered before the worker stops.
+accepted are answered before the worker stops; work left without a client after uvicorn's
+graceful shutdown does not hold the process for more than ``WORKER_STOP_S``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -31,7 +33,16 @@ from app.serving.runtime import build_service
 from app.serving.served_models import ModelHub
 from app.web import routes as web_routes
 
-__all__ = ["create_app"]
+__all__ = ["WORKER_STOP_S", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+WORKER_STOP_S = 5.0
+"""How long shutdown waits for the worker after uvicorn has closed every connection. Whatever
+the worker still computes then has no client left (each request was answered or cut off), and
+one long stage (Score-CAM on a CPU runs on past its request's deadline until the stage ends)
+must not keep the process past the grace period of Compose or Kubernetes (40 s: uvicorn's
+30 s plus this)."""
 
 DESCRIPTION = (
     "CAM / Grad-CAM explanations of image classifiers. POST an image to `/v1/cam` for the "
@@ -62,7 +73,10 @@ def create_app(
         try:
             yield
         finally:
-            await asyncio.to_thread(service.worker.stop)
+            if not await asyncio.to_thread(service.worker.stop, WORKER_STOP_S):
+                logger.warning(
+                    "the worker is still busy after %.0f s; exiting without it", WORKER_STOP_S
+                )
             await fetcher.aclose()
             service.codecs.shutdown(wait=True)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,8 +16,9 @@ from app.api.startup_report import page_url, startup_report
 from app.config import Settings
 from app.engine.errors import ModelError
 from app.serving.served_models import ModelHub
+from app.serving.worker import BatchingWorker
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "run_server"]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "exit_if_worker_left", "run_server"]
 
 GRACEFUL_SHUTDOWN_S = 30
 """How long in-flight requests get to finish after SIGTERM."""
@@ -32,6 +36,19 @@ def _exit_cleanly_after_signals() -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def exit_if_worker_left(worker: BatchingWorker) -> None:
+    """End the process at once, with 0, when the worker thread outlived the shutdown (a pass
+    whose requests were all answered or cut off, see ``WORKER_STOP_S``): the interpreter's own
+    exit would stop that thread inside torch and abort the process instead (status 134 or 139),
+    as seen in the container. Logs and output are flushed first."""
+    if not worker.running:
+        return
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run_server(settings: Settings) -> None:
@@ -65,3 +82,4 @@ def run_server(settings: Settings) -> None:
         server.run()
     if fatal:
         raise ModelError(fatal[0])
+    exit_if_worker_left(app.state.service.worker)

@@ -27,14 +27,13 @@ from app.cli.remote_explainer import explain_remotely
 from app.client import CamserveError as ClientError
 from app.client import Client
 from app.config import DEFAULT_MODELS_DIR
+from app.dataset.explained import with_model_defaults
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
-from app.engine.fusion import FUSED_LAYER, default_layer
+from app.engine.fusion import FUSED_LAYER
 from app.engine.images.image_files import InputFile, find_images
-from app.engine.methods import DEFAULT_METHOD
-from app.engine.models.registry import LoadedModel
 
-__all__ = ["explain"]
+__all__ = ["explain", "with_model_defaults"]
 
 GPU_BATCH_SIZE = 8
 """Images per engine call on a GPU; on the CPU one at a time, so the progress bar moves with
@@ -191,11 +190,3 @@ def _run_with_progress(
         return explain_files(
             engine, files, output, options, on_done=lambda _r: progress.advance(task)
         )
-
-
-def with_model_defaults(options: ExplainOptions, loaded: LoadedModel) -> ExplainOptions:
-    """``options`` with the model's own method and layer where the command line named none,
-    as the server fills in a request that names none."""
-    methods = options.methods or (loaded.method or DEFAULT_METHOD,)
-    layer = options.layer or default_layer(loaded.layer, loaded.fusion_layers)
-    return replace(options, methods=methods, layer=layer)

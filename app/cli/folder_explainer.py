@@ -18,30 +18,16 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from app.dataset.explained import ExplainOptions, explain_pixels
 from app.engine.engine import CamEngine
 from app.engine.errors import ImageError
 from app.engine.images.image_files import InputFile
 from app.engine.images.imaging import DecodedImage, decode_image, encode_image
-from app.engine.images.render import RenderOptions
 
 __all__ = ["ExplainOptions", "FileResult", "explain_files", "file_name_part", "write_summary"]
 
 
 UNSAFE_IN_NAMES = re.compile(r"[^A-Za-z0-9._+-]+")
-
-
-@dataclass(frozen=True)
-class ExplainOptions:
-    methods: tuple[str, ...] = ("gradcam",)
-    layer: str | None = None
-    target: str | None = None
-    top_k: int = 1
-    alpha: float = 0.5
-    colormap: str = "jet"
-    format: str = "png"
-    heatmaps: bool = False
-    batch_size: int = 8
-    max_pixels: int = 40_000_000
 
 
 @dataclass
@@ -109,39 +95,24 @@ def _explain_decoded(
     results: dict[Path, FileResult],
 ) -> None:
     """One engine call for every method over the decoded images (one forward and one backward
-    pass); their outputs added to ``results``. A class-agnostic method (Eigen-CAM) writes one
-    file per image, named "all-classes"."""
-    layer = options.layer or engine.layer
-    explained = engine.explain_all(
-        [image.pixels for _, image in decoded],
-        options.methods,
-        None if options.target is None else [options.target] * len(decoded),
-        top_k=options.top_k,
-        layers=[layer],
-        options=[RenderOptions(options.alpha, options.colormap)] * len(decoded),
-    )
-    for error in explained.results.refusals.values():
-        raise error
-    probabilities = explained.results.probabilities.cpu()
-    targets = explained.results.targets.cpu()
-    methods = [method for _, method in explained.results.maps]
-    for index, (item, _) in enumerate(decoded):
-        classes = targets[index].tolist()
+    pass, ``explain_pixels``); their outputs added to ``results``. A class-agnostic method
+    (Eigen-CAM) writes one file per image, named "all-classes"."""
+    explained = explain_pixels(engine, [image.pixels for _, image in decoded], options)
+    for (item, _), outcome in zip(decoded, explained, strict=True):
         result = results[item.path] = FileResult(
             str(item.path),
-            classes=classes,
-            labels=[engine.label_of(c) for c in classes],
-            scores=[round(float(probabilities[index, c]), 6) for c in classes],
-            method=",".join(methods),
-            layer=layer,
+            classes=outcome.classes,
+            labels=outcome.labels,
+            scores=outcome.scores,
+            method=",".join(maps.method for maps in outcome.maps),
+            layer=outcome.layer,
         )
-        for key, cams in explained.results.maps.items():
-            rendered = explained.rendered[key][index]
+        for maps in outcome.maps:
             result.outputs += _write_outputs(
                 item,
-                rendered.overlays.cpu().numpy(),
-                rendered.heatmaps.cpu().numpy(),
-                names=(cams.method, ["all-classes"] if cams.class_agnostic else result.labels),
+                maps.overlays,
+                maps.heatmaps,
+                names=(maps.method, ["all-classes"] if maps.class_agnostic else result.labels),
                 output_dir=output_dir,
                 options=options,
             )

@@ -87,17 +87,24 @@ class BatchingWorker:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Refuse new jobs, finish the queued ones, and wait for the thread to end."""
+    def stop(self, timeout: float | None = None) -> bool:
+        """Refuse new jobs, finish the queued ones, and wait for the thread to end (at most
+        ``timeout`` seconds); whether it ended (a daemon thread does not hold the process)."""
         with self._condition:
             self._stopping = True
             self._condition.notify_all()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     @property
     def stopping(self) -> bool:
         return self._stopping
+
+    @property
+    def running(self) -> bool:
+        """Whether the worker thread is alive (started and not yet ended)."""
+        return self._thread.is_alive()
 
     @property
     def depth(self) -> int:

@@ -11,6 +11,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from app.cli import cli
+from scripts.fiftyone_env import FiftyOne
+from tests.labeling.fiftyone_checks import assert_loaded_as_written
 from tests.support import TINY_LABELS, write_image_folder, write_test_models
 
 runner = CliRunner()
@@ -155,3 +157,25 @@ def test_nothing_readable_is_an_error(models_dir: Path, images: Path, tmp_path: 
     nothing = export(models_dir, str(empty), "-o", str(tmp_path / "out"))
     assert nothing.exit_code == 1
     assert "no image files found" in nothing.output
+
+
+def test_fiftyone_loads_what_the_command_writes(
+    fiftyone: FiftyOne, models_dir: Path, images: Path, tmp_path: Path
+) -> None:
+    """Real FiftyOne (tests/conftest.py) loads ``samples.json`` with the call the command
+    prints, and holds every sample and label as written."""
+    out = tmp_path / "out"
+    args = ("--method", "gradcam,scorecam", "--regions", "all", "--name", "cli-export")
+    result = export(models_dir, str(images), "-o", str(out), *args)
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "samples.json").read_text())
+    loaded = fiftyone.load_json(out / "samples.json", name=document["name"])
+    assert loaded["name"] == "cli-export"
+    assert {Path(sample["filepath"]).name for sample in loaded["samples"]} == {
+        Path(relative).name for relative in SIZES
+    }
+    assert_loaded_as_written(loaded, document)
+    for sample in loaded["samples"]:
+        boxes = sample["labels"]["cam_scorecam_boxes"]["detections"]
+        assert boxes
+        assert all(box["label"] in TINY_LABELS for box in boxes)

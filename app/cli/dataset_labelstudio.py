@@ -1,0 +1,48 @@
+"""``camserve dataset-labelstudio``: an ``explain-dataset`` output as Label Studio tasks with
+predictions (the JSON file its import takes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.common import cli, console, fail
+from app.engine.errors import CamserveError
+
+__all__ = ["dataset_labelstudio"]
+
+
+@cli.command("dataset-labelstudio")
+def dataset_labelstudio(
+    dataset: Annotated[str, typer.Argument(help="The output folder of explain-dataset.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The tasks file (.json).")],
+    label_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="The project's labeling config (XML); its RectangleLabels and PolygonLabels "
+            "are filled. Default: RectangleLabels 'label' on Image 'image'."
+        ),
+    ] = None,
+    image_prefix: Annotated[
+        str, typer.Option(help="Put before each image path (e.g. /data/local-files/?d=).")
+    ] = "",
+    method: Annotated[
+        str | None, typer.Option(help="Only this method's predictions (default: every method).")
+    ] = None,
+) -> None:
+    """Write one Label Studio task per explained image, one prediction per CAM method."""
+    from app.dataset.label_studio_tasks import TaskOptions, label_studio_tasks  # noqa: PLC0415
+    from app.dataset.stored import read_images  # noqa: PLC0415 (pyarrow: the dataset extra)
+
+    try:
+        config = None if label_config is None else label_config.read_text(encoding="utf-8")
+        images = read_images(dataset, [method] if method else [])
+        tasks = label_studio_tasks(images, TaskOptions(config, image_prefix))
+    except (CamserveError, ValueError, OSError) as error:
+        raise fail(str(error)) from error
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(tasks, indent=1) + "\n", encoding="utf-8")
+    console.print(f"wrote {len(tasks)} tasks to {output}", highlight=False)

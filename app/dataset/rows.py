@@ -1,0 +1,169 @@
+"""The output's rows: one per (image, explained class, method), or one per image that could
+not be explained (its ``error`` set, everything computed left null).
+
+Columns that only a detector fills (``detection_box``, ``detection_score``) are in the schema
+already and null for a classifier, so one schema serves both kinds of model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from app.dataset.explained import ImageExplanation
+from app.dataset.inputs import filesystem_of
+from app.engine.images.imaging import encode_image
+from app.engine.images.regions import Threshold, find_regions
+
+__all__ = [
+    "ALL_CLASSES",
+    "PREDICTION",
+    "REGION",
+    "ROW_SCHEMA",
+    "ImageInfo",
+    "RowOptions",
+    "error_row",
+    "explanation_rows",
+    "heatmap_location",
+    "rows_table",
+]
+
+UNSAFE_IN_NAMES = re.compile(r"[^A-Za-z0-9._+-]+")
+ALL_CLASSES = "all-classes"
+"""The label of a class-agnostic method's row (Eigen-CAM), as ``camserve explain`` names it."""
+
+PREDICTION = pa.struct(
+    [("class_index", pa.int32()), ("label", pa.string()), ("score", pa.float32())]
+)
+REGION = pa.struct(
+    [
+        ("box", pa.list_(pa.int32())),
+        ("polygon", pa.list_(pa.list_(pa.int32()))),
+        ("area", pa.int64()),
+        ("score", pa.float32()),
+    ]
+)
+ROW_SCHEMA = pa.schema(
+    [
+        ("image_id", pa.string()),
+        ("path", pa.string()),
+        ("width", pa.int32()),
+        ("height", pa.int32()),
+        ("predictions", pa.list_(PREDICTION)),
+        ("method", pa.string()),
+        ("layer", pa.string()),
+        ("rank", pa.int32()),
+        ("class_index", pa.int32()),
+        ("label", pa.string()),
+        ("score", pa.float32()),
+        ("detection_box", pa.list_(pa.float32())),
+        ("detection_score", pa.float32()),
+        ("regions", pa.list_(REGION)),
+        ("heatmap_png", pa.binary()),
+        ("heatmap_path", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+"""``predictions``: the model's top k (class, label, probability); ``rank``, ``class_index``,
+``label``, ``score``: the explained class (``class_index`` null and ``label`` "all-classes"
+for a class-agnostic method); ``regions``: the thresholded heatmap's regions in image pixels
+(box x0, y0, x1, y1 with x1, y1 exclusive; polygon points), largest first."""
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    image_id: str
+    path: str
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class RowOptions:
+    threshold: Threshold = field(default_factory=Threshold)
+    largest_only: bool = False
+    heatmap_dir: str | None = None
+    """A folder (local or a URI) to write the heatmaps to, as
+    ``<dir>/<method>/<image id>.<label>.png``, their paths kept in the rows; ``None``: each
+    heatmap's PNG bytes go into its row instead."""
+
+
+def heatmap_location(folder: str, image_id: str, method: str, label: str) -> str:
+    """Where ``RowOptions.heatmap_dir`` puts one heatmap."""
+    return f"{folder.rstrip('/')}/{_safe(method)}/{image_id}.{_safe(label)}.png"
+
+
+def _safe(text: str) -> str:
+    return UNSAFE_IN_NAMES.sub("-", text).strip("-") or "-"
+
+
+def explanation_rows(
+    image: ImageInfo, explanation: ImageExplanation, options: RowOptions
+) -> list[dict[str, Any]]:
+    """One row per (method, explained class) of one image."""
+    predictions = [
+        {"class_index": c, "label": label, "score": score}
+        for c, label, score in explanation.predictions
+    ]
+    rows: list[dict[str, Any]] = []
+    for maps in explanation.maps:
+        for rank, heatmap in enumerate(maps.heatmaps):
+            agnostic = maps.class_agnostic
+            label = ALL_CLASSES if agnostic else explanation.labels[rank]
+            png = encode_image(heatmap, "png")
+            path = None
+            if options.heatmap_dir is not None:
+                path = heatmap_location(options.heatmap_dir, image.image_id, maps.method, label)
+                _write(path, png)
+            rows.append(
+                {
+                    "image_id": image.image_id,
+                    "path": image.path,
+                    "width": image.width,
+                    "height": image.height,
+                    "predictions": predictions,
+                    "method": maps.method,
+                    "layer": explanation.layer,
+                    "rank": rank,
+                    "class_index": None if agnostic else explanation.classes[rank],
+                    "label": label,
+                    "score": None if agnostic else explanation.scores[rank],
+                    "regions": _regions(heatmap, options),
+                    "heatmap_png": None if path is not None else png,
+                    "heatmap_path": path,
+                }
+            )
+    return rows
+
+
+def error_row(image_id: str, path: str, error: str) -> dict[str, Any]:
+    return {"image_id": image_id, "path": path, "error": error}
+
+
+def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """``rows`` as a table of ``ROW_SCHEMA`` (columns a row lacks are null)."""
+    return pa.Table.from_pylist(rows, schema=ROW_SCHEMA)
+
+
+def _regions(heatmap: NDArray[np.uint8], options: RowOptions) -> list[dict[str, Any]]:
+    return [
+        {
+            "box": list(region.box),
+            "polygon": [list(point) for point in region.polygon],
+            "area": region.area,
+            "score": region.score,
+        }
+        for region in find_regions(heatmap, options.threshold, largest_only=options.largest_only)
+    ]
+
+
+def _write(uri: str, data: bytes) -> None:
+    filesystem, path = filesystem_of(uri)
+    filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with filesystem.open_output_stream(path) as stream:
+        stream.write(data)

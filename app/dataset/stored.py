@@ -1,0 +1,95 @@
+"""A dataset run's output read back per image, for the exports: each image's size,
+predictions and explanations (method, explained class, regions, heatmap), or its error."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.dataset.inputs import read_file
+from app.dataset.output_files import read_rows
+from app.engine.images.imaging import decode_image
+from app.engine.images.regions import Region
+
+__all__ = ["StoredExplanation", "StoredImage", "read_images", "stored_region"]
+
+
+@dataclass(frozen=True)
+class StoredExplanation:
+    method: str
+    rank: int
+    class_index: int | None
+    """``None`` for a class-agnostic method."""
+    label: str
+    score: float | None
+    regions: list[Region]
+    heatmap_png: bytes | None
+    heatmap_path: str | None
+
+    def heatmap(self) -> NDArray[np.uint8]:
+        """The (H, W) 8-bit heatmap, from the row's PNG bytes or the file it names."""
+        data = (
+            self.heatmap_png if self.heatmap_png is not None else read_file(str(self.heatmap_path))
+        )
+        return decode_image(data).pixels[0].numpy()
+
+
+@dataclass
+class StoredImage:
+    image_id: str
+    path: str
+    width: int = 0
+    height: int = 0
+    predictions: list[tuple[int, str, float]] = field(default_factory=list)
+    explanations: list[StoredExplanation] = field(default_factory=list)
+    error: str | None = None
+
+    def methods(self) -> list[str]:
+        return list(dict.fromkeys(e.method for e in self.explanations))
+
+
+def stored_region(value: dict[str, Any]) -> Region:
+    """A region as a row stores it. Rows keep no masks: the mask is empty (the exports use
+    boxes and polygons only)."""
+    x0, y0, x1, y1 = value["box"]
+    return Region(
+        box=(int(x0), int(y0), int(x1), int(y1)),
+        polygon=[(int(x), int(y)) for x, y in value["polygon"]],
+        mask=np.zeros((0, 0), dtype=bool),
+        area=int(value["area"]),
+        score=float(value["score"]),
+    )
+
+
+def read_images(output: str, methods: Sequence[str] = ()) -> list[StoredImage]:
+    """Every image of the output in image-id order, its explanations in (method, rank) order;
+    ``methods``: only these methods' explanations (default: all)."""
+    images: dict[str, StoredImage] = {}
+    for row in read_rows(output).to_pylist():
+        image = images.setdefault(row["image_id"], StoredImage(row["image_id"], row["path"]))
+        if row["error"] is not None:
+            image.error = row["error"]
+            continue
+        image.width, image.height = row["width"], row["height"]
+        image.predictions = [(p["class_index"], p["label"], p["score"]) for p in row["predictions"]]
+        if methods and row["method"] not in methods:
+            continue
+        image.explanations.append(
+            StoredExplanation(
+                method=row["method"],
+                rank=row["rank"],
+                class_index=row["class_index"],
+                label=row["label"],
+                score=row["score"],
+                regions=[stored_region(region) for region in row["regions"]],
+                heatmap_png=row["heatmap_png"],
+                heatmap_path=row["heatmap_path"],
+            )
+        )
+    for image in images.values():
+        image.explanations.sort(key=lambda e: (e.method, e.rank))
+    return [images[key] for key in sorted(images)]

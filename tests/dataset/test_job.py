@@ -1,0 +1,206 @@
+"""``camserve explain-dataset`` on a real two-node Ray cluster on 127.0.0.1.
+
+One cluster serves the module; the demo model (``models/shapes.toml``) explains a handful of
+small generated scenes on two actors, one torch thread each. The rows are checked against
+``camserve explain`` on the same files, map for map.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+from typer.testing import CliRunner, Result
+
+from app.cli import cli
+from app.cli.folder_explainer import file_name_part
+from app.dataset.output_files import parquet_files, read_rows
+from app.engine.images.regions import find_regions
+from app.quality.scenes import scene_at, square_settings
+from scripts.ray_cluster import LocalRay, local_ray
+from tests.support import BROKEN_PNG
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = ["--model", "shapes", "--models-dir", str(REPO / "models")]
+METHODS = ["--method", "gradcam,layercam", "--top-k", "2"]
+SIZES = [72, 96, 80, 96, 64, 88]
+"""One square scene of each size."""
+ROWS_PER_IMAGE = 2 * 2
+"""Two methods × two explained classes."""
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalRay]:
+    with local_ray(nodes=2, cpus_per_node=1, serve_http=False, object_store_bytes=200 << 20) as ray:
+        yield ray
+
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("scenes")
+    for index, size in enumerate(SIZES):
+        Image.fromarray(scene_at(11, index, square_settings(size)).image).save(
+            folder / f"scene{index}.png"
+        )
+    (folder / "broken.png").write_bytes(BROKEN_PNG)
+    return folder
+
+
+def explain_dataset(source: Path | str, output: Path, *extra: str) -> Result:
+    return runner.invoke(
+        cli,
+        ["explain-dataset", str(source), "-o", str(output), *MODEL, "--actors", "2", *extra],
+    )
+
+
+@pytest.fixture(scope="module")
+def explained(
+    cluster: LocalRay, scenes: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Result]:
+    output = tmp_path_factory.mktemp("run") / "rows"
+    result = explain_dataset(
+        scenes, output, *METHODS, "--rows-per-batch", "2", "--address", cluster.cluster.address
+    )
+    return output, result
+
+
+def png_pixels(data: bytes | Path) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data) if isinstance(data, bytes) else data))
+
+
+def test_rows_equal_camserve_explain_map_for_map(
+    explained: tuple[Path, Result], scenes: Path, tmp_path: Path
+) -> None:
+    output, result = explained
+    assert result.exit_code == 0, result.output
+    assert f"{len(SIZES) + 1} images (1 failed)" in result.output
+    local = runner.invoke(
+        cli,
+        [
+            *("explain", str(scenes), "-o", str(tmp_path), *MODEL, *METHODS, "--heatmaps"),
+            *("--summary", str(tmp_path / "summary.json")),
+        ],
+    )
+    assert local.exit_code == 1  # broken.png is skipped there
+    summary = {
+        Path(r["source"]).name: r for r in json.loads((tmp_path / "summary.json").read_text())
+    }
+    rows = [row for row in read_rows(str(output)).to_pylist() if row["error"] is None]
+    assert len(rows) == len(SIZES) * ROWS_PER_IMAGE
+    assert Counter(row["image_id"] for row in rows) == {
+        f"scene{i}.png": ROWS_PER_IMAGE for i in range(len(SIZES))
+    }
+    for row in rows:
+        name = f"{Path(row['image_id']).stem}_{row['method']}_{file_name_part(row['label'])}"
+        expected = png_pixels(tmp_path / f"{name}_heatmap.png")
+        assert np.array_equal(png_pixels(row["heatmap_png"]), expected), name
+        assert expected.shape == (row["height"], row["width"])
+        assert row["width"] == SIZES[int(Path(row["image_id"]).stem.removeprefix("scene"))]
+        assert [r["box"] for r in row["regions"]] == [list(r.box) for r in find_regions(expected)]
+        local_row = summary[row["image_id"]]
+        assert row["class_index"] == local_row["classes"][row["rank"]]
+        assert row["label"] == local_row["labels"][row["rank"]]
+        assert row["score"] == pytest.approx(local_row["scores"][row["rank"]], abs=1e-6)
+        assert [p["class_index"] for p in row["predictions"]] == local_row["classes"]
+        assert row["layer"] == local_row["layer"] == "layer4"
+        assert row["heatmap_path"] is None
+        assert row["detection_box"] is None
+        assert row["detection_score"] is None
+
+
+def test_a_corrupt_file_is_an_error_row_not_a_failed_run(explained: tuple[Path, Result]) -> None:
+    output, result = explained
+    assert result.exit_code == 0
+    (row,) = [row for row in read_rows(str(output)).to_pylist() if row["image_id"] == "broken.png"]
+    assert "not an image" in row["error"]
+    assert row["method"] is None
+    assert row["width"] is None
+    assert row["heatmap_png"] is None
+    assert "failed broken.png: the data is not an image" in result.output
+
+
+def test_a_rerun_after_an_interrupted_run_writes_each_image_once(
+    explained: tuple[Path, Result], scenes: Path, cluster: LocalRay, tmp_path: Path
+) -> None:
+    earlier, _ = explained
+    files = parquet_files(str(earlier))
+    assert len(files) >= 2
+    # What a stopped run leaves: one complete file, and one cut off while it was written.
+    output = tmp_path / "rows"
+    output.mkdir()
+    shutil.copy(files[0], output / "done.parquet")
+    cut = Path(files[1]).read_bytes()
+    (output / "cut.parquet").write_bytes(cut[: len(cut) // 2])
+    done = set(pq.read_table(files[0], columns=["image_id"]).column("image_id").to_pylist())
+    assert 0 < len(done) < len(SIZES)
+
+    result = explain_dataset(scenes, output, *METHODS, "--rows-per-batch", "2")
+    assert result.exit_code == 0, result.output
+    failed = 0 if "broken.png" in done else 1
+    assert f"{len(SIZES) + 1 - len(done)} images ({failed} failed)" in result.output
+    assert f"{len(done)} already in" in result.output
+    assert "set aside half-written" in result.output
+    assert (output / ".cut.parquet.incomplete").exists()
+    rows = read_rows(str(output)).to_pylist()
+    per_row = Counter((r["image_id"], r["method"], r["rank"]) for r in rows)
+    assert set(per_row.values()) == {1}
+    per_image = Counter(r["image_id"] for r in rows)
+    assert per_image == {f"scene{i}.png": ROWS_PER_IMAGE for i in range(len(SIZES))} | {
+        "broken.png": 1
+    }
+
+    again = explain_dataset(scenes, output, *METHODS)
+    assert again.exit_code == 0
+    assert f"0 images (0 failed) in 0.0 s, 0.00 images/s; {len(SIZES) + 1} already" in again.output
+    assert len(read_rows(str(output))) == len(rows)
+
+
+def test_a_manifest_with_heatmap_files(
+    explained: tuple[Path, Result], scenes: Path, tmp_path: Path
+) -> None:
+    manifest = scenes / "list.jsonl"
+    entries = [
+        {"id": "first", "path": "scene1.png"},
+        {"id": "second", "path": str(scenes / "scene4.png")},
+        {"id": "gone", "path": "missing.png"},
+    ]
+    manifest.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    output = tmp_path / "rows"
+    result = explain_dataset(
+        manifest,
+        output,
+        "--method",
+        "gradcam",
+        "--heatmaps",
+        "files",
+        "--heatmap-dir",
+        str(tmp_path / "maps"),
+    )
+    assert result.exit_code == 0, result.output
+    rows = {row["image_id"]: row for row in read_rows(str(output)).to_pylist()}
+    assert set(rows) == {"first", "second", "gone"}
+    assert rows["gone"]["error"] == "no such file"
+    earlier = {
+        row["image_id"]: row
+        for row in read_rows(str(explained[0])).to_pylist()
+        if row["method"] == "gradcam" and row["rank"] == 0
+    }
+    for image_id, source in (("first", "scene1.png"), ("second", "scene4.png")):
+        row = rows[image_id]
+        assert row["path"] == str(scenes / source)
+        assert row["heatmap_png"] is None
+        assert row["heatmap_path"] == str(
+            tmp_path / "maps" / "gradcam" / f"{image_id}.{row['label']}.png"
+        )
+        assert np.array_equal(
+            png_pixels(Path(row["heatmap_path"])), png_pixels(earlier[source]["heatmap_png"])
+        )
