@@ -7,12 +7,12 @@ A file that cannot be read or decoded, and a batch the engine refuses, become ro
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import torch
 
@@ -26,8 +26,6 @@ from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import load_model
 
 __all__ = ["DECODED_SCHEMA", "EngineSetup", "Explainer", "decode_batch"]
-
-logger = logging.getLogger(__name__)
 
 DECODED_SCHEMA = pa.schema(
     [
@@ -93,13 +91,13 @@ class Explainer:
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows: list[dict[str, Any]] = []
         decoded: list[tuple[ImageInfo, torch.Tensor]] = []
-        for row in batch.to_pylist():
+        described = batch.drop_columns(["pixels"]).to_pylist()
+        for row, pixels in zip(described, batch.column("pixels"), strict=True):
             if row["error"] is not None:
                 rows.append(error_row(row["image_id"], row["path"], row["error"]))
                 continue
             info = ImageInfo(row["image_id"], row["path"], row["width"], row["height"])
-            pixels = torch.frombuffer(bytearray(row["pixels"]), dtype=torch.uint8)
-            decoded.append((info, pixels.reshape(3, info.height, info.width)))
+            decoded.append((info, _image_tensor(pixels, info)))
         for chunk in _chunks(decoded, self.options.batch_size):
             rows += self._explain(chunk)
         return rows_table(rows)
@@ -114,6 +112,13 @@ class Explainer:
         for (info, _), explanation in zip(chunk, explained, strict=True):
             rows += explanation_rows(info, explanation, self.rows)
         return rows
+
+
+def _image_tensor(pixels: pa.Scalar[Any], info: ImageInfo) -> torch.Tensor:
+    """The (3, H, W) uint8 image of a ``pixels`` cell, copied once out of Arrow's buffer (read
+    only) into memory the engine owns."""
+    flat = np.frombuffer(pixels.as_buffer(), dtype=np.uint8).copy()
+    return torch.from_numpy(flat).reshape(3, info.height, info.width)
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
