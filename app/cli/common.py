@@ -16,6 +16,7 @@ from app.engine.models.registry import LoadedModel, load_model
 from app.serving.served_models import find_spec, first_loadable
 
 __all__ = [
+    "DatasetOutput",
     "ModelsDir",
     "choose_spec",
     "cli",
@@ -54,6 +55,8 @@ TargetOption = Annotated[
 BatchSizeOption = Annotated[int, typer.Option(min=1, help="Images per engine call.")]
 DeviceOption = Annotated[str, typer.Option(envvar="CAMSERVE_DEVICE", help="auto, cpu, cuda.")]
 """Options shared by the commands that run the engine locally (explain, eval, export-fiftyone)."""
+DatasetOutput = Annotated[str, typer.Argument(help="The output folder of explain-dataset.")]
+"""What the dataset-* export commands read."""
 
 
 def fail(message: str) -> typer.Exit:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import cli, console, fail
+from app.cli.common import DatasetOutput, cli, console, fail
 from app.engine.errors import CamserveError
 
 __all__ = ["dataset_cvat"]
@@ -16,7 +16,7 @@ __all__ = ["dataset_cvat"]
 
 @cli.command("dataset-cvat")
 def dataset_cvat(
-    dataset: Annotated[str, typer.Argument(help="The output folder of explain-dataset.")],
+    dataset: DatasetOutput,
     output: Annotated[Path, typer.Option("--output", "-o", help="The annotations file (.xml).")],
     method: Annotated[
         str | None, typer.Option(help="The CAM method whose regions to write (default: the first).")

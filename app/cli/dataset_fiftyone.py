@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import cli, console, fail
+from app.cli.common import DatasetOutput, cli, console, fail
 from app.engine.errors import CamserveError
 from app.labeling.fiftyone_documents import DEFAULT_FIELD
 
@@ -16,7 +16,7 @@ __all__ = ["dataset_fiftyone"]
 
 @cli.command("dataset-fiftyone")
 def dataset_fiftyone(
-    dataset: Annotated[str, typer.Argument(help="The output folder of explain-dataset.")],
+    dataset: DatasetOutput,
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Folder for samples.json and heatmaps/.")
     ],

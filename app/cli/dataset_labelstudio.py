@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import cli, console, fail
+from app.cli.common import DatasetOutput, cli, console, fail
 from app.engine.errors import CamserveError
 
 __all__ = ["dataset_labelstudio"]
@@ -17,7 +17,7 @@ __all__ = ["dataset_labelstudio"]
 
 @cli.command("dataset-labelstudio")
 def dataset_labelstudio(
-    dataset: Annotated[str, typer.Argument(help="The output folder of explain-dataset.")],
+    dataset: DatasetOutput,
     output: Annotated[Path, typer.Option("--output", "-o", help="The tasks file (.json).")],
     label_config: Annotated[
         Path | None,
