@@ -18,14 +18,15 @@ import torch
 from app.config import Settings
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
-from app.engine.errors import CamserveError, InvalidTargetError, ManifestError, UnknownModelError
+from app.engine.errors import CamserveError, ManifestError, UnknownModelError
 from app.engine.fusion import FUSED_LAYER, default_layer
-from app.engine.methods import DEFAULT_METHOD, METHODS, get_method
+from app.engine.methods import DEFAULT_METHOD, get_method
 from app.engine.models.manifest import ModelSpec, load_manifests
 from app.engine.models.registry import LoadedModel, load_model
-from app.engine.targets import class_index
+from app.serving.dense_models import load_dense_explainer
 from app.serving.errors import NotReadyError
-from app.serving.worker import warm_up
+from app.serving.served_model import ServedModel
+from app.serving.worker import Explainer, warm_up
 
 __all__ = [
     "HubSnapshot",
@@ -44,42 +45,6 @@ class LoadState(StrEnum):
     LOADING = "loading"
     READY = "ready"
     FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class ServedModel:
-    """What the API may know about a loaded model (the engine itself belongs to the worker)."""
-
-    name: str
-    architecture: str
-    weights: str
-    description: str
-    layer: str
-    method: str
-    """The method of a request that names none."""
-    candidate_layers: list[str]
-    layer_names: frozenset[str]
-    labels: list[str]
-    input_size: tuple[int, int]
-    device: str
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.labels)
-
-    @property
-    def methods(self) -> list[str]:
-        return list(METHODS)
-
-    def class_index(self, target: str) -> int:
-        """A request's target (index or label) as a class index in range."""
-        index = class_index(self.labels, target)
-        if not 0 <= index < self.num_classes:
-            raise InvalidTargetError(
-                f"class index {index} out of range: model {self.name!r} has {self.num_classes} "
-                f"classes (0-{self.num_classes - 1})"
-            )
-        return index
 
 
 @dataclass(frozen=True)
@@ -113,9 +78,9 @@ class ModelHub:
         self.specs = select_specs(self.settings.models_dir, self.settings.models)
         self.states = {spec.name: LoadState.LOADING for spec in self.specs}
 
-    def load_all(self) -> dict[str, CamEngine]:
+    def load_all(self) -> dict[str, Explainer]:
         """Load and warm every model (on the worker thread); returns the engines that work."""
-        engines: dict[str, CamEngine] = {}
+        engines: dict[str, Explainer] = {}
         try:
             device = resolve_device(self.settings.device)
             autocast = parse_autocast(self.settings.autocast, device)
@@ -135,7 +100,9 @@ class ModelHub:
 
     def _load_one(
         self, spec: ModelSpec, device: torch.device, autocast: torch.dtype | None
-    ) -> CamEngine | None:
+    ) -> Explainer | None:
+        if spec.task != "classification":
+            return self._load_dense(spec, device, autocast)
         try:
             method = get_method(spec.method or DEFAULT_METHOD).name
             loaded = load_model(spec)
@@ -169,11 +136,34 @@ class ModelHub:
             input_size=engine.preprocessing.input_size,
             device=str(engine.device),
         )
-        with self._lock:
-            self.models[spec.name] = served
-            self.states[spec.name] = LoadState.READY
-        logger.info("model %s ready on %s (%s)", spec.name, engine.device, loaded.weights)
+        self._ready(served)
         return engine
+
+    def _load_dense(
+        self, spec: ModelSpec, device: torch.device, autocast: torch.dtype | None
+    ) -> Explainer | None:
+        try:
+            explainer, served = load_dense_explainer(
+                spec,
+                device=device,
+                autocast=autocast,
+                score_cam_batch_size=self.settings.score_cam_batch_size,
+            )
+        except CamserveError as error:
+            self._fail(spec.name, str(error))
+            return None
+        except Exception as error:  # a broken checkpoint or model must not stop the others
+            logger.exception("model %s failed to load", spec.name)
+            self._fail(spec.name, f"model {spec.name!r}: {type(error).__name__}: {error}")
+            return None
+        self._ready(served)
+        return explainer
+
+    def _ready(self, served: ServedModel) -> None:
+        with self._lock:
+            self.models[served.name] = served
+            self.states[served.name] = LoadState.READY
+        logger.info("model %s ready on %s (%s)", served.name, served.device, served.weights)
 
     def _fail(self, name: str, message: str) -> None:
         with self._lock:

@@ -21,6 +21,7 @@ __all__ = [
     "mask_scores",
     "predicted_masks",
     "segment",
+    "target_ranking",
 ]
 
 
@@ -34,12 +35,16 @@ class SegmentationScores(nn.Module):
     """
 
     segmenter: nn.Module
+    last_scores: Tensor | None
+    """The last pass's per-pixel class scores (B, classes, H, W), detached: the masks and
+    areas of the images just explained, read after the pass instead of a second one."""
 
     def __init__(self, segmenter: nn.Module) -> None:
         super().__init__()
         for name, child in segmenter.named_children():
             self.add_module(name, child)
         object.__setattr__(self, "segmenter", segmenter)
+        self.last_scores = None
 
     def scores(self, images: Tensor) -> Tensor:
         """The segmenter's per-pixel class scores (B, classes, H, W) at the input size."""
@@ -49,7 +54,18 @@ class SegmentationScores(nn.Module):
 
     def forward(self, images: Tensor) -> Tensor:
         scores = self.scores(images)
+        self.last_scores = scores.detach()
         return mask_scores(scores, predicted_masks(scores))
+
+
+def target_ranking(model: nn.Module, logits: Tensor) -> Tensor:
+    """What a model's default targets are ranked by: a segmenter's classes by the area its
+    last pass predicted for them (the largest first), any other model's by its logits."""
+    if isinstance(model, SegmentationScores) and model.last_scores is not None:
+        areas = class_areas(model.last_scores)
+        if areas.shape == logits.shape:
+            return areas
+    return logits
 
 
 def predicted_masks(scores: Tensor) -> Tensor:
