@@ -16,6 +16,7 @@ import torch
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from app.api.application import create_app
 from app.engine.detection_maps import explain_detections
 from app.engine.engine import CamEngine
 from app.engine.models.dense import load_dense_model
@@ -25,13 +26,15 @@ from tests.api.helpers import (
     make_settings,
     pixels,
     post_image,
-    serving,
+    wait_ready,
     worker_hook_count,
 )
 from tests.support import image_bytes, write_dense_models
 
 WIDTH, HEIGHT = 200, 150
 TOLERANCE = 1e-4
+LOAD_TIMEOUT_S = 180.0
+"""Loading and warming up a detector and a segmenter takes about 10 s on 2 idle cores."""
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +44,8 @@ def dense_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(dense_dir: Path) -> Iterator[TestClient]:
-    with serving(make_settings(dense_dir)) as test_client:
+    with TestClient(create_app(make_settings(dense_dir))) as test_client:
+        wait_ready(test_client, LOAD_TIMEOUT_S)
         yield test_client
 
 
@@ -183,3 +187,18 @@ def test_options_of_another_task_are_refused_and_disturb_nothing(client: TestCli
     after = explain(client, data, model="boxes", score_threshold=0, max_detections=1)
     assert after["detections"] == before["detections"]
     assert after["explanations"][0]["heatmap"] == before["explanations"][0]["heatmap"]
+
+
+def test_kserve_predict_and_explain_serve_dense_models_unchanged(client: TestClient) -> None:
+    data = image_bytes(WIDTH, HEIGHT, seed=8)
+    instances = {"instances": [{"image": {"b64": base64.b64encode(data).decode()}}]}
+    query = {"score_threshold": 0, "max_detections": 1}
+    predicted = client.post("/v1/models/boxes:predict", params=query, json=instances)
+    assert predicted.status_code == 200, predicted.text
+    direct = explain(client, data, model="boxes", **query)
+    assert predicted.json()["predictions"] == [direct["detections"]]
+    explained = client.post("/v1/models/regions:explain", json=instances)
+    assert explained.status_code == 200, explained.text
+    (answer,) = explained.json()["explanations"]
+    assert explained.json()["predictions"] == [answer["predictions"]]
+    assert answer["segments"] == explain(client, data, model="regions")["segments"]
