@@ -384,8 +384,8 @@ function showHeadline(response) {
   if (!top) return;
   ui.headlineLabel.textContent = top.label;
   ui.headlineProbability.textContent = percent(top.probability);
-  ui.headlineModel.textContent =
-    response.task === 'segmentation' ? `largest class in ${response.model}'s masks` : `top prediction of ${response.model}`;
+  const segmenter = response.task === 'segmentation';
+  ui.headlineModel.textContent = `${segmenter ? 'largest class' : 'top prediction'} of ${response.model}`;
 }
 
 /** A detector's view: boxes above the score threshold, at most the chosen number. */
@@ -584,7 +584,7 @@ function renderDetections() {
   const view = detectorView();
   const shown = state.detector.shown(view);
   const selected = shown.find((detection) => detection.index === state.selected);
-  const maps = selected ? view.methods.map((method) => forDetection(state.detector.mapFor(method, selected.index), selected)) : [];
+  const maps = selected ? view.methods.map((method) => state.detector.namedMap(method, selected)) : [];
   state.cards = maps.filter(Boolean).map((explained) => {
     const card = new ExplanationCard(ui.cardTemplate, explained, state.fileStem, enlarge);
     drawDetections(stageOf(card, state.size), shown, state.size, state.selected, selectDetection);
@@ -593,24 +593,8 @@ function renderDetections() {
   ui.results.replaceChildren(...state.cards.map((card) => card.element));
   ui.results.classList.remove('several');
   ui.detectionPanel.hidden = false;
-  ui.detectionsNote.textContent = detectionsNote(shown.length, view);
+  ui.detectionsNote.textContent = state.detector.note(view);
   listDetections(ui.detections, shown, state.selected, selectDetection);
-}
-
-/** A class-agnostic map (Eigen-CAM: one for every detection) named after `detection`. */
-function forDetection(explained, detection) {
-  if (!explained?.entry.class_agnostic) return explained;
-  const { index, class_index: classIndex, label, score } = detection;
-  const entry = { ...explained.entry, detection: index, class_index: classIndex, label, probability: score };
-  return { ...explained, entry };
-}
-
-function detectionsNote(count, view) {
-  const above = `scoring above ${view.threshold.toFixed(2)}`;
-  const total = state.detector.detections.filter((detection) => detection.score > view.threshold).length;
-  if (total === 0) return `No detection ${above}: lower the score threshold to see more.`;
-  const drawn = count < total ? `the best ${count} of ${total} detections` : `${count} ${count === 1 ? 'detection' : 'detections'}`;
-  return `${drawn} ${above}; choose one to see its heatmap.`.replace(/^./, (first) => first.toUpperCase());
 }
 
 /** Show detection `index`'s maps: they are kept, so no request. */
@@ -620,7 +604,8 @@ function selectDetection(index) {
   if (state.run) return; // the update in progress draws the new choice when it ends
   const fromList = ui.detections.contains(document.activeElement);
   render();
-  if (fromList) ui.detections.querySelector(`[data-index="${index}"]`)?.focus({ preventScroll: true });
+  const button = ui.detections.querySelector(`[data-index="${index}"]`);
+  if (fromList) button?.focus({ preventScroll: true });
 }
 
 /** A segmenter: its masks as a layer over each card, and the legend of their classes. */

@@ -5,12 +5,12 @@
 // the first `max_detections` detections (as many as the page draws), so choosing a box repaints
 // from kept maps with no request at all. The server explains those detections from one forward
 // pass, re-running only the box head on the explained rows (its goal: ten detections for at
-// most 1.5 times the forward alone), whereas asking for each box when it is chosen (box=&target=) would cost a whole
-// forward pass per click.
+// most 1.5 times the forward alone), whereas asking for each box when it is chosen
+// (box=&target=) would cost a whole forward pass per click.
 //
-// A detector lists its detections best first, and a box above a higher threshold is above a lower
-// one too (the threshold only cuts the list; the non-maximum suppression keeps the same boxes
-// above it), so raising the score threshold or drawing fewer boxes needs no request either.
+// A detector lists its detections best first, and a box above a higher threshold is above a
+// lower one too (the threshold only cuts the list; the non-maximum suppression keeps the same
+// boxes above it), so raising the score threshold or drawing fewer boxes needs no request either.
 
 /** Key of a kept map: a class-agnostic map (Eigen-CAM) stands for every detection. */
 const ANY_DETECTION = '*';
@@ -27,13 +27,38 @@ export class DetectorAnswers {
     this.maps = new Map(); // `${method}|${detection index}` → {entry, heatmap}
   }
 
-  /** The detections a view {threshold, cap} draws: those scoring above it, best first. */
+  /** The kept detections scoring above `threshold`, best first. */
+  above(threshold) {
+    return this.detections.filter((detection) => detection.score > threshold);
+  }
+
+  /** The detections a view {threshold, cap} draws: at most `cap` of those above `threshold`. */
   shown({ threshold, cap }) {
-    return this.detections.filter((detection) => detection.score > threshold).slice(0, cap);
+    return this.above(threshold).slice(0, cap);
+  }
+
+  /** What the list of detections says about a view {threshold, cap}. */
+  note(view) {
+    const above = `scoring above ${view.threshold.toFixed(2)}`;
+    const total = this.above(view.threshold).length;
+    if (total === 0) return `No detection ${above}: lower the score threshold to see more.`;
+    const count = Math.min(total, view.cap);
+    const drawn = count < total ? `The best ${count} of ${total} detections` : `${count} ${plural(count)}`;
+    return `${drawn} ${above}; choose one to see its heatmap.`;
   }
 
   mapFor(method, detectionIndex) {
     return this.maps.get(`${method}|${detectionIndex}`) ?? this.maps.get(`${method}|${ANY_DETECTION}`);
+  }
+
+  /** The kept map of `method` for `detection`; a class-agnostic one (Eigen-CAM: one for every
+   * detection) named after that detection. */
+  namedMap(method, detection) {
+    const explained = this.mapFor(method, detection.index);
+    if (!explained?.entry.class_agnostic) return explained;
+    const { index, class_index: classIndex, label, score } = detection;
+    const named = { detection: index, class_index: classIndex, label, probability: score };
+    return { ...explained, entry: { ...explained.entry, ...named } };
   }
 
   /**
@@ -70,6 +95,10 @@ export class DetectorAnswers {
       this.maps.set(`${method}|${agnostic ? ANY_DETECTION : detection}`, item);
     }
   }
+}
+
+function plural(count) {
+  return count === 1 ? 'detection' : 'detections';
 }
 
 function sameDetections(kept, listed) {
