@@ -16,22 +16,26 @@ import torch
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from app.api.application import create_app
 from app.engine.detection_maps import explain_detections
 from app.engine.engine import CamEngine
 from app.engine.models.dense import load_dense_model
+from app.engine.models.segmenters import explaining_regions, region_mask
 from app.serving.served_models import find_spec
 from tests.api.helpers import (
     assert_error,
     make_settings,
     pixels,
     post_image,
-    serving,
+    wait_ready,
     worker_hook_count,
 )
 from tests.support import image_bytes, write_dense_models
 
 WIDTH, HEIGHT = 200, 150
 TOLERANCE = 1e-4
+LOAD_TIMEOUT_S = 180.0
+"""Loading and warming up a detector and a segmenter takes about 10 s on 2 idle cores."""
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +45,8 @@ def dense_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(dense_dir: Path) -> Iterator[TestClient]:
-    with serving(make_settings(dense_dir)) as test_client:
+    with TestClient(create_app(make_settings(dense_dir))) as test_client:
+        wait_ready(test_client, LOAD_TIMEOUT_S)
         yield test_client
 
 
@@ -169,6 +174,7 @@ REFUSED: list[tuple[dict[str, Any], str | None]] = [
     ({"model": "boxes", "target": "dog"}, "give box=x0,y0,x1,y1 with it"),
     ({"model": "boxes", "layer": "backbone[7]"}, "unknown layer"),
     ({"model": "regions", "score_threshold": 0.2}, "applies to detectors"),
+    ({"model": "regions", "box": "1,2,3"}, "four numbers"),
     ({"model": "boxes", "max_detections": 101}, None),
 ]
 
@@ -183,3 +189,43 @@ def test_options_of_another_task_are_refused_and_disturb_nothing(client: TestCli
     after = explain(client, data, model="boxes", score_threshold=0, max_detections=1)
     assert after["detections"] == before["detections"]
     assert after["explanations"][0]["heatmap"] == before["explanations"][0]["heatmap"]
+
+
+def test_kserve_predict_and_explain_serve_dense_models_unchanged(client: TestClient) -> None:
+    data = image_bytes(WIDTH, HEIGHT, seed=8)
+    instances = {"instances": [{"image": {"b64": base64.b64encode(data).decode()}}]}
+    query = {"score_threshold": 0, "max_detections": 1}
+    predicted = client.post("/v1/models/boxes:predict", params=query, json=instances)
+    assert predicted.status_code == 200, predicted.text
+    direct = explain(client, data, model="boxes", **query)
+    assert predicted.json()["predictions"] == [direct["detections"]]
+    explained = client.post("/v1/models/regions:explain", json=instances)
+    assert explained.status_code == 200, explained.text
+    (answer,) = explained.json()["explanations"]
+    assert explained.json()["predictions"] == [answer["predictions"]]
+    assert answer["segments"] == explain(client, data, model="regions")["segments"]
+
+
+def test_a_segmenter_explains_a_class_over_a_named_region(
+    client: TestClient, dense_dir: Path
+) -> None:
+    data = image_bytes(120, 90, seed=9)
+    box = (30, 20, 90, 70)
+    query = {"model": "regions", "method": "gradcam", "include": "raw_map", "target": "dog"}
+    body = explain(client, data, box=",".join(map(str, box)), **query)
+    whole = explain(client, data, **query)
+    loaded = load_dense_model(find_spec(dense_dir, "regions"))
+    engine = CamEngine(
+        loaded.module, loaded.layer, preprocessing=loaded.preprocessing, labels=loaded.labels
+    )
+    region = region_mask(box, engine.preprocessing.placement((90, 120)))
+    with explaining_regions(engine.model, [region]):
+        direct = engine.compute(
+            engine.preprocessing([image_tensor(data)], engine.device), "gradcam", ["dog"]
+        )
+    served = np.array(body["explanations"][0]["raw_map"])
+    assert np.abs(served - direct.layer_maps[0, 0].numpy()).max() <= TOLERANCE
+    assert np.abs(served - np.array(whole["explanations"][0]["raw_map"])).max() > 0.01
+    assert body["segments"] == whole["segments"]  # the region changes the target only
+    outside = post_image(client, "/v1/explain", data, params={**query, "box": "30,20,130,70"})
+    assert "not a box inside the 120 x 90 image" in assert_error(outside, 422)
