@@ -35,10 +35,14 @@ from typing import Any
 
 import httpx
 from PIL import Image
-from prometheus_client.parser import text_string_to_metric_families
 
 from app.quality.scenes import SHAPES, Scene, scene_at, square_settings
-from scripts.labelstudio_checks import Expected, check_prediction
+from scripts.labelstudio_checks import (
+    Expected,
+    backend_requests,
+    check_prediction,
+    request_problems,
+)
 from scripts.labelstudio_client import LabelStudio
 from scripts.labelstudio_detection import (
     DetectionOutcome,
@@ -311,8 +315,8 @@ def _exercise(
     accepted = next((task.predictions[0] for task in report.tasks if task.predictions), None)
     if accepted is not None:
         report.annotation = studio.accept(accepted)
-    report.backend_requests = _backend_requests(camserve)
-    report.failures += _request_problems(report.backend_requests)
+    report.backend_requests = backend_requests(camserve)
+    report.failures += request_problems(report.backend_requests)
 
 
 def _model_version(camserve: ServerProcess, auth: BasicAuth) -> str:
@@ -350,34 +354,6 @@ def _outcome(
     for prediction in predictions:
         outcome.failures += check_prediction(prediction, expected)
     return outcome
-
-
-def _backend_requests(camserve: ServerProcess) -> dict[tuple[str, str], float]:
-    """camserve's own count of the requests it answered under /labelstudio, by route and status."""
-    text = httpx.get(camserve.base_url + "/metrics", timeout=30).text
-    return {
-        (sample.labels["route"], sample.labels["status"]): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "camserve_requests_total"
-        and sample.labels.get("route", "").startswith("/labelstudio")
-    }
-
-
-def _request_problems(requests: Mapping[tuple[str, str], float]) -> list[str]:
-    """Every /labelstudio answer should be a 200, and Label Studio should have called both
-    predict and (for the accepted annotation) the webhook."""
-    problems = [
-        f"camserve answered {route} with HTTP {status} {count:g} time(s)"
-        for (route, status), count in sorted(requests.items())
-        if status != "200"
-    ]
-    problems += [
-        f"Label Studio never called {route}"
-        for route in ("/labelstudio/predict", "/labelstudio/webhook")
-        if not requests.get((route, "200"))
-    ]
-    return problems
 
 
 def main(argv: Sequence[str] | None = None) -> int:
