@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from numpy.typing import NDArray
-from torch import Tensor
+from torch import Tensor, nn
 from torchvision.ops import box_iou
 
 from app.engine.detection_maps import DETECTOR_METHODS, DetectionMaps, explain_detections
@@ -41,6 +41,11 @@ class DetectorExplainer:
 
     def __post_init__(self) -> None:
         self.loaded.module.to(self.device)
+
+    @property
+    def model(self) -> nn.Module:
+        """The detector itself (torchvision's module)."""
+        return self.loaded.module
 
     def warm_up(self) -> None:
         """One pass and one box-score backward on seeded noise, so the first request pays no

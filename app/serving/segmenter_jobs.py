@@ -12,10 +12,10 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from app.engine.engine import CamEngine
-from app.engine.models.segmenters import SegmentationScores, segment
+from app.engine.models.segmenters import SegmentationScores, region_mask, segment
 from app.serving.jobs import PREDICTIONS, DenseAnswer, Job, JobResult, Segment
 
-__all__ = ["is_segmenter", "prepare_layers", "with_segments"]
+__all__ = ["is_segmenter", "job_regions", "prepare_layers", "with_segments"]
 
 
 def is_segmenter(engine: CamEngine) -> bool:
@@ -26,6 +26,19 @@ def prepare_layers(engine: CamEngine, layers: Sequence[str]) -> None:
     """Settle, before the batch's pass, whether each layer can carry a gradient: the probe
     runs the segmenter on its own images, which must not replace the batch's last scores."""
     engine.gradient_refusals(layers)
+
+
+def job_regions(engine: CamEngine, jobs: Sequence[Job]) -> list[Tensor | None]:
+    """Each job's named region as the segmenter sees it (``None``: its predicted masks)."""
+    regions: list[Tensor | None] = []
+    for job in jobs:
+        if job.box is None:
+            regions.append(None)
+            continue
+        size = (int(job.image.shape[-2]), int(job.image.shape[-1]))
+        placement = engine.preprocessing.placement(size)
+        regions.append(region_mask(job.box, placement).to(engine.device))
+    return regions
 
 
 def with_segments(

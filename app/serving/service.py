@@ -37,6 +37,7 @@ from app.serving.task_options import (
     check_box_inside,
     check_task_options,
     detection_request,
+    region_request,
 )
 from app.serving.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions, Reservation
 
@@ -138,7 +139,9 @@ class Service:
         target = None if wanted.target is None else model.class_index(wanted.target)
         render = RenderOptions(validate_alpha(wanted.alpha), colormap)
         valid = ValidRequest(model, methods, layers, target, wanted.top_k, render)
-        return detection_request(valid, wanted) if model.task == "detection" else valid
+        if model.task == "detection":
+            return detection_request(valid, wanted)
+        return region_request(valid, wanted)
 
     async def explain(
         self,

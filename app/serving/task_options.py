@@ -22,6 +22,7 @@ __all__ = [
     "check_box_inside",
     "check_task_options",
     "detection_request",
+    "region_request",
 ]
 
 DEFAULT_SCORE_THRESHOLD = 0.5
@@ -46,6 +47,8 @@ def check_task_options(model: ServedModel, wanted: ExplainRequest) -> None:
             )
         return
     given = [name for name in DETECTOR_OPTIONS if getattr(wanted, name) is not None]
+    if model.task == "segmentation":  # a segmenter explains a class over a named region
+        given = [name for name in given if name != "box"]
     if given:
         raise ExplanationError(
             f"{', '.join(given)} applies to detectors; model {model.name!r} is a "
@@ -80,6 +83,13 @@ def detection_request(valid: ValidRequest, wanted: ExplainRequest) -> ValidReque
         max_detections=_max_detections(wanted),
     )
     return dataclasses.replace(valid, detection=options, box=box)
+
+
+def region_request(valid: ValidRequest, wanted: ExplainRequest) -> ValidRequest:
+    """``valid`` with the region a segmenter's classes are scored over, when one is named."""
+    if wanted.box is None:
+        return valid
+    return dataclasses.replace(valid, box=parse_box(wanted.box))
 
 
 def _max_detections(wanted: ExplainRequest) -> int:

@@ -28,6 +28,7 @@ from torch import Tensor
 from app.engine.engine import BatchExplanation, CamEngine
 from app.engine.errors import ExplanationError, UnknownModelError
 from app.engine.images.render import RenderedImage, RenderOptions
+from app.engine.models.segmenters import explaining_regions
 from app.serving.detector_jobs import DetectorExplainer
 from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 from app.serving.jobs import (
@@ -40,7 +41,12 @@ from app.serving.jobs import (
     Reservation,
 )
 from app.serving.prometheus import Metrics
-from app.serving.segmenter_jobs import is_segmenter, prepare_layers, with_segments
+from app.serving.segmenter_jobs import (
+    is_segmenter,
+    job_regions,
+    prepare_layers,
+    with_segments,
+)
 
 __all__ = [
     "PREDICTIONS",
@@ -273,16 +279,18 @@ class BatchingWorker:
         if segmenter:
             prepare_layers(engine, key.layers)
         methods = list(dict.fromkeys(method for job in jobs for method in job.methods))
-        explained = engine.explain_all(
-            [job.image.to(engine.device, non_blocking=True) for job in jobs],
-            methods,
-            [job.target for job in jobs],
-            top_k=key.ranks,
-            layers=key.layers,
-            options=[job.render for job in jobs],
-            wanted=[job.methods for job in jobs],
-            checkpoint=checkpoint,
-        )
+        regions = job_regions(engine, jobs) if segmenter else None
+        with explaining_regions(engine.model, regions):
+            explained = engine.explain_all(
+                [job.image.to(engine.device, non_blocking=True) for job in jobs],
+                methods,
+                [job.target for job in jobs],
+                top_k=key.ranks,
+                layers=key.layers,
+                options=[job.render for job in jobs],
+                wanted=[job.methods for job in jobs],
+                checkpoint=checkpoint,
+            )
         results = _results(explained, jobs, started, key.ranks)
         if segmenter:
             with_segments(engine, jobs, results)
