@@ -14,13 +14,14 @@ nothing).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from app import __version__
 from app.engine.errors import ExplanationError
 from app.engine.images.regions import Region, Threshold, find_regions, parse_threshold
+from app.engine.methods import get_method
 from app.labeling.label_config import ImageControls, LabelControl, parse_label_config
 from app.labeling.labelstudio_dense import dense_results
 from app.labeling.labelstudio_results import LabeledClass, control_results
@@ -151,11 +152,11 @@ class LabelStudioBackend:
         detections above the score threshold, none of them explained (the boxes are what
         Label Studio gets); a segmenter's largest class (its masks come with every answer)."""
         options = self.options
-        task = self.service.hub.get(options.model).task
-        if task == "detection":
+        model = self.service.hub.get(options.model)
+        if model.task == "detection":
             return ExplainRequest(
                 model=options.model,
-                methods=(options.method,),
+                methods=(_detector_method(options.method, model.methods, model.method),),
                 layer=options.layer,
                 score_threshold=options.score_threshold,
                 max_detections=0,
@@ -164,7 +165,7 @@ class LabelStudioBackend:
             model=options.model,
             methods=(options.method,),
             layer=options.layer,
-            top_k=1 if task == "segmentation" else top_k,
+            top_k=1 if model.task == "segmentation" else top_k,
         )
 
     async def _explain(
@@ -202,6 +203,12 @@ class LabelStudioBackend:
             if len(chosen) == self.options.classes:
                 break
         return chosen
+
+
+def _detector_method(configured: str, methods: Sequence[str], default: str) -> str:
+    """The configured method, or the detector's own where it takes no such method (a one-stage
+    detector takes Eigen-CAM only): its maps are not asked for, only its boxes."""
+    return configured if get_method(configured).name in methods else default
 
 
 def _image_reference(task: dict[str, Any], image: ImageControls) -> str:

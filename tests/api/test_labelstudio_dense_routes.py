@@ -148,3 +148,35 @@ def test_a_segmenter_fills_brush_polygon_and_rectangle_from_its_masks(
     assert {r["value"]["polygonlabels"][0] for r in results["outline"]} == set(labels)
     assert [r["value"]["choices"] for r in results["kind"]] == [[label] for label in labels]
     assert prediction["score"] == pytest.approx(segments[0]["fraction"])
+
+
+def test_a_one_stage_detector_answers_with_its_own_method(dense_dir: Path) -> None:
+    """SSDlite takes Eigen-CAM only; the backend's default method (gradcam) would be refused,
+    but only the boxes are asked for, so the detector's own method stands in."""
+    (dense_dir / "ssd.toml").write_text(
+        'name = "ssd"\ntask = "detection"\narchitecture = "ssdlite320_mobilenet_v3_large"\n'
+        'weights = "random"\n'
+    )
+    settings = make_settings(
+        dense_dir, models=["ssd"], labelstudio_model="ssd", labelstudio_score_threshold=0.0
+    )
+    with serving(settings) as client:
+        version = client.post("/labelstudio/setup", json={"project": "3.1"}).json()
+        assert version["model_version"].split(":")[1:3] == ["ssd", "eigencam"]
+        reference = explained(client, "ssd", score_threshold="0", max_detections="0")
+        found = reference["detections"][0]["label"]
+        prediction = predict(client, config([found]))
+    boxes = by_control(prediction)["box"]
+    expected = [(d["x0"], d["y0"], d["x1"], d["y1"]) for d in reference["detections"]]
+    assert [r["value"]["rectanglelabels"] for r in boxes] == [
+        [d["label"]] for d in reference["detections"] if d["label"] == found
+    ]
+    np.testing.assert_allclose(
+        [pixel_box(r["value"]) for r in boxes],
+        [
+            box
+            for box, d in zip(expected, reference["detections"], strict=True)
+            if d["label"] == found
+        ],
+        atol=1e-6,
+    )
