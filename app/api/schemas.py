@@ -244,8 +244,9 @@ class ExplainedClass(BaseModel):
     )
     detection: int | None = Field(
         None,
-        description="Detectors: the index in `detections` of the detection this map explains "
-        "(absent for a box the request named).",
+        description="Detectors: the index in `detections` of the detection this map explains; "
+        "for a box the request named, the detection it matches (best overlap, over 0.5, same "
+        "class), absent when none does.",
     )
     box: list[float] | None = Field(
         None, description="Detectors: the explained box, [x0, y0, x1, y1] in original pixels."

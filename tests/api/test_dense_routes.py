@@ -229,3 +229,14 @@ def test_a_segmenter_explains_a_class_over_a_named_region(
     assert body["segments"] == whole["segments"]  # the region changes the target only
     outside = post_image(client, "/v1/explain", data, params={**query, "box": "30,20,130,70"})
     assert "not a box inside the 120 x 90 image" in assert_error(outside, 422)
+
+
+def test_a_segmenter_class_predicted_nowhere_gets_an_empty_map(client: TestClient) -> None:
+    body = explain(client, image_bytes(120, 90, seed=6), model="regions", top_k=2, include="")
+    present = {segment["class_index"] for segment in body["segments"]}
+    first, second = body["explanations"]
+    assert first["class_index"] in present
+    assert "empty" not in first
+    assert second["class_index"] not in present  # the random segmenter predicts one class
+    assert second["empty"] is True
+    assert second["probability"] == 0.0
