@@ -35,6 +35,7 @@ __all__ = [
     "ServedModel",
     "find_spec",
     "first_loadable",
+    "load_classifier",
     "select_specs",
 ]
 
@@ -101,49 +102,9 @@ class ModelHub:
     def _load_one(
         self, spec: ModelSpec, device: torch.device, autocast: torch.dtype | None
     ) -> Explainer | None:
-        if spec.task != "classification":
-            return self._load_dense(spec, device, autocast)
+        load = load_classifier if spec.task == "classification" else load_dense_explainer
         try:
-            method = get_method(spec.method or DEFAULT_METHOD).name
-            loaded = load_model(spec)
-            engine = CamEngine.from_loaded(
-                loaded,
-                device=device,
-                autocast=autocast,
-                score_cam_batch_size=self.settings.score_cam_batch_size,
-            )
-            warm_up(engine)
-        except CamserveError as error:
-            self._fail(spec.name, str(error))
-            return None
-        except Exception as error:  # a broken checkpoint or model must not stop the others
-            logger.exception("model %s failed to load", spec.name)
-            self._fail(spec.name, f"model {spec.name!r}: {type(error).__name__}: {error}")
-            return None
-        fused = [FUSED_LAYER] if engine.fusion_layers else []
-        served = ServedModel(
-            name=spec.name,
-            architecture=spec.architecture,
-            weights=loaded.weights,
-            description=spec.description,
-            layer=default_layer(engine.layer, engine.fusion_layers),
-            method=method,
-            candidate_layers=[*fused, *engine.candidate_layers],
-            layer_names=frozenset(
-                [*fused, *(name for name, _ in engine.model.named_modules() if name)]
-            ),
-            labels=list(loaded.labels),
-            input_size=engine.preprocessing.input_size,
-            device=str(engine.device),
-        )
-        self._ready(served)
-        return engine
-
-    def _load_dense(
-        self, spec: ModelSpec, device: torch.device, autocast: torch.dtype | None
-    ) -> Explainer | None:
-        try:
-            explainer, served = load_dense_explainer(
+            explainer, served = load(
                 spec,
                 device=device,
                 autocast=autocast,
@@ -203,6 +164,39 @@ class ModelHub:
             detail = f" ({failures[name]})" if name in failures else ""
             raise UnknownModelError(f"unknown model {name!r}{detail}; served models: {known}")
         return model
+
+
+def load_classifier(
+    spec: ModelSpec,
+    *,
+    device: torch.device,
+    autocast: torch.dtype | None,
+    score_cam_batch_size: int,
+) -> tuple[CamEngine, ServedModel]:
+    """A classifier's engine on ``device``, warmed up, and what the API says of it."""
+    method = get_method(spec.method or DEFAULT_METHOD).name
+    loaded = load_model(spec)
+    engine = CamEngine.from_loaded(
+        loaded, device=device, autocast=autocast, score_cam_batch_size=score_cam_batch_size
+    )
+    warm_up(engine)
+    fused = [FUSED_LAYER] if engine.fusion_layers else []
+    served = ServedModel(
+        name=spec.name,
+        architecture=spec.architecture,
+        weights=loaded.weights,
+        description=spec.description,
+        layer=default_layer(engine.layer, engine.fusion_layers),
+        method=method,
+        candidate_layers=[*fused, *engine.candidate_layers],
+        layer_names=frozenset(
+            [*fused, *(name for name, _ in engine.model.named_modules() if name)]
+        ),
+        labels=list(loaded.labels),
+        input_size=engine.preprocessing.input_size,
+        device=str(engine.device),
+    )
+    return engine, served
 
 
 def select_specs(models_dir: Path, names: Sequence[str]) -> list[ModelSpec]:
