@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -262,12 +263,17 @@ def _models_output(models_dir: Path) -> str:
 def _models_rows(models_dir: Path) -> dict[str, str]:
     """Model name → weights status, from the table's rows."""
     result = runner.invoke(cli, ["models", "--models-dir", str(models_dir)], env={"COLUMNS": "400"})
-    rows = {}
-    for line in result.output.splitlines():
-        cells = [cell.strip() for cell in line.split("│")[1:-1]]
-        if len(cells) == 8 and cells[0] not in ("", "name"):
-            rows[cells[0]] = cells[4]
-    return rows
+    lines = [  # the header's rule is heavy (┃), the rows' light (│)
+        [cell.strip() for cell in re.split("[│┃]", line)[1:-1]]
+        for line in result.output.splitlines()
+    ]
+    header = next(cells for cells in lines if cells[:1] == ["name"])
+    status = header.index("weights status")
+    return {
+        cells[0]: cells[status]
+        for cells in lines
+        if len(cells) == len(header) and cells[0] not in ("", "name")
+    }
 
 
 def test_every_command_has_help() -> None:
