@@ -1,9 +1,10 @@
 """``explain_dataset``: a whole dataset explained on Ray Data, written to Parquet as it goes.
 
-The pipeline: the image list (minus the images the output already holds) → read and decode in
-parallel Ray tasks → ``map_batches`` over a pool of actors, each holding one ``CamEngine`` (one
-per GPU with ``num_gpus=1``; on CPUs one per CPU slot, with one torch thread each) → Parquet
-files, written block by block while the rest is still being explained. Ray Data shows its own
+The pipeline: the image list (minus the images the output already holds) → ``map_batches``
+over a pool of actors, each holding one ``CamEngine`` (one per GPU with ``num_gpus=1``; on CPUs
+one per CPU slot, with one torch thread each) and reading and decoding its images in a thread
+pool of its own ahead of the engine → Parquet files, written block by block while the rest is
+still being explained. Ray Data shows its own
 progress bar.
 
 Without an address a local Ray is started on 127.0.0.1 (its object store capped) and stopped
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 import ray
 import torch
 
-from app.dataset.actors import EngineSetup, Explainer, decode_batch
+from app.dataset.actors import EngineSetup, Explainer
 from app.dataset.explained import ExplainOptions
 from app.dataset.inputs import ImageRef, filesystem_of, list_images
 from app.dataset.output_files import read_rows, written_images
@@ -60,9 +61,9 @@ class DatasetJob:
     rows_per_batch: int = 16
     """Images per ``map_batches`` batch handed to an actor (which feeds its engine
     ``options.batch_size`` at a time)."""
-    decode_cpus: float = 0.1
-    """Logical CPUs a decoding task asks for: a fraction, so that decoding and writing still
-    run where the actors hold every CPU."""
+    write_cpus: float = 0.1
+    """Logical CPUs a writing task asks for: a fraction, so that writing still runs where the
+    actors hold every CPU."""
 
 
 @dataclass
@@ -123,32 +124,23 @@ def _run(job: DatasetJob, todo: list[ImageRef]) -> None:
     items = [{"image_id": ref.image_id, "path": ref.path} for ref in todo]
     dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=blocks)
     dataset = dataset.map_batches(
-        decode_batch,  # type: ignore[arg-type]  # fn_kwargs supplies max_pixels
-        fn_kwargs={"max_pixels": job.options.max_pixels},
-        batch_format="pyarrow",
-        batch_size=batch,
-        num_cpus=job.decode_cpus,
-    )
-    dataset = dataset.map_batches(
         Explainer,
         fn_constructor_args=(setup,),
         batch_format="pyarrow",
         batch_size=batch,
         compute=ray.data.ActorPoolStrategy(size=actors),
-        **({"num_gpus": 1} if on_gpu else {"num_cpus": actor_cpus(cpus, actors, job.decode_cpus)}),
+        **({"num_gpus": 1} if on_gpu else {"num_cpus": actor_cpus(cpus, actors, job.write_cpus)}),
     )
     filesystem, path = filesystem_of(job.output)
     filesystem.create_dir(path, recursive=True)
-    dataset.write_parquet(
-        path, filesystem=filesystem, ray_remote_args={"num_cpus": job.decode_cpus}
-    )
+    dataset.write_parquet(path, filesystem=filesystem, ray_remote_args={"num_cpus": job.write_cpus})
 
 
-def actor_cpus(cpus: float, actors: int, decode_cpus: float) -> float:
-    """The logical CPUs each CPU actor asks for: one slot each, less what a decoding task and a
-    writing task need beside them, so that the pipeline never waits for a CPU that the actors
-    hold (Ray would otherwise hand every CPU to the actors and never schedule a decode)."""
-    return max(0.01, min(1.0, (cpus - 2 * decode_cpus) / actors))
+def actor_cpus(cpus: float, actors: int, write_cpus: float) -> float:
+    """The logical CPUs each CPU actor asks for: one slot each, less what a writing task needs
+    beside them, so that the pipeline never waits for a CPU that the actors hold (Ray would
+    otherwise hand every CPU to the actors and never schedule a write)."""
+    return max(0.01, min(1.0, (cpus - write_cpus) / actors))
 
 
 @contextmanager
