@@ -2,7 +2,8 @@
 batch of images (columns ``image_id``, ``path``) and gives back their rows as an Arrow table.
 
 The files are read and decoded in a small thread pool of the actor's own, a few images ahead
-of the engine, so that decoding overlaps the forward and backward passes (Pillow and zlib
+of the engine (``READ_AHEAD``, so that a batch of large photos never sits decoded in memory at
+once), so that decoding overlaps the forward and backward passes (Pillow and zlib
 release the GIL while they work, as torch does) and no raw pixels travel through Ray's object
 store: an actor takes paths and gives rows. A file that cannot be read or decoded, and a batch
 the engine refuses, become rows with an ``error``: they never fail the job.
@@ -10,9 +11,11 @@ the engine refuses, become rows with an ``error``: they never fail the job.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import pyarrow as pa
@@ -31,6 +34,8 @@ __all__ = ["EngineSetup", "Explainer", "load_image"]
 
 READER_THREADS = 2
 """Threads that read and decode files ahead of each engine."""
+READ_AHEAD = 8
+"""Images read and decoded ahead of the one the engine takes next, at most."""
 
 
 @dataclass(frozen=True)
@@ -82,15 +87,19 @@ class Explainer:
     def _decoded_chunks(
         self, images: Iterator[tuple[str, str]], errors: list[dict[str, Any]]
     ) -> Iterator[list[tuple[ImageInfo, torch.Tensor]]]:
-        """The batch's decoded images, ``options.batch_size`` at a time, in order; every image
-        is handed to the readers at once, so that the next ones decode while the engine works.
+        """The batch's decoded images, ``options.batch_size`` at a time, in order; the readers
+        stay ``READ_AHEAD`` images ahead, so that the next ones decode while the engine works.
         Images that cannot be decoded go to ``errors`` as error rows."""
-        loads: list[tuple[str, str, Future[DecodedImage | str]]] = [
-            (image_id, path, self.readers.submit(load_image, path, self.options.max_pixels))
-            for image_id, path in images
-        ]
+        ahead = self.options.batch_size + READ_AHEAD
+        loads: deque[tuple[str, str, Future[DecodedImage | str]]] = deque()
         chunk: list[tuple[ImageInfo, torch.Tensor]] = []
-        for image_id, path, load in loads:
+        while True:
+            for image_id, path in islice(images, ahead - len(loads)):
+                load = self.readers.submit(load_image, path, self.options.max_pixels)
+                loads.append((image_id, path, load))
+            if not loads:
+                break
+            image_id, path, load = loads.popleft()
             image = load.result()
             if isinstance(image, str):
                 errors.append(error_row(image_id, path, image))

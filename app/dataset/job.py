@@ -34,6 +34,9 @@ from app.engine.models.manifest import ModelSpec
 __all__ = ["DatasetJob", "DatasetSummary", "actor_cpus", "explain_dataset"]
 
 DEFAULT_OBJECT_STORE_BYTES = 1 << 30
+BLOCKS_PER_ACTOR = 4
+"""Blocks per actor at least, where the images allow: a small dataset in a few large blocks
+would leave actors idle while the last block is explained."""
 LOCAL_RAY_ENVIRONMENT = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -58,7 +61,7 @@ class DatasetJob:
     """A Ray cluster to join (``ray://...`` or ``host:port``); ``None``: a local Ray."""
     object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES
     """The local Ray's object store (unused when joining a cluster)."""
-    rows_per_batch: int = 16
+    rows_per_batch: int = 64
     """Images per ``map_batches`` batch handed to an actor (which feeds its engine
     ``options.batch_size`` at a time)."""
     write_cpus: float = 0.1
@@ -110,8 +113,9 @@ def _run(job: DatasetJob, todo: list[ImageRef]) -> None:
     cpus = float(ray.cluster_resources().get("CPU", 1))
     on_gpu = gpus > 0 and job.device in ("auto", "cuda")
     wanted = job.actors or (gpus if on_gpu else max(1, int(cpus)))
-    # at least a block per actor, at most an image per block; never more actors than blocks
-    blocks = min(len(todo), max(wanted, -(-len(todo) // job.rows_per_batch)))
+    # a few blocks per actor (so that the last ones spread over the pool), at most
+    # rows_per_batch images and at least one in each; never more actors than blocks
+    blocks = min(len(todo), max(BLOCKS_PER_ACTOR * wanted, -(-len(todo) // job.rows_per_batch)))
     actors = min(wanted, blocks)
     batch = -(-len(todo) // blocks)
     setup = EngineSetup(
