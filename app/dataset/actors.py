@@ -1,12 +1,15 @@
 """What runs inside Ray: an actor holding one ``CamEngine`` that reads, decodes and explains a
-batch of images (columns ``image_id``, ``path``) and gives back their rows as an Arrow table.
+batch of images (columns ``image_id``, ``path``) and writes their rows as one Parquet file of
+the output; it gives back only each image's id and error (null where it was explained).
 
 The files are read and decoded in a small thread pool of the actor's own, a few images ahead
 of the engine (``READ_AHEAD``, so that a batch of large photos never sits decoded in memory at
-once), so that decoding overlaps the forward and backward passes (Pillow and zlib
-release the GIL while they work, as torch does) and no raw pixels travel through Ray's object
-store: an actor takes paths and gives rows. A file that cannot be read or decoded, and a batch
-the engine refuses, become rows with an ``error``: they never fail the job.
+once), so that decoding overlaps the forward and backward passes (Pillow and zlib release the
+GIL while they work, as torch does). No raw pixels travel through Ray's object store and no
+separate task decodes or writes (each one a Ray worker process to start, waiting for a CPU
+that the actors hold): an actor takes paths and writes rows. A file that cannot be read or
+decoded, and a batch the engine refuses, become rows with an ``error``: they never fail the
+job.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import torch
 
 from app.dataset.explained import ExplainOptions, explain_pixels, with_model_defaults
 from app.dataset.inputs import read_file
+from app.dataset.output_files import write_rows
 from app.dataset.rows import ImageInfo, RowOptions, error_row, explanation_rows, rows_table
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError, ImageError
@@ -30,10 +34,12 @@ from app.engine.images.imaging import DecodedImage, decode_image
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import load_model
 
-__all__ = ["EngineSetup", "Explainer", "load_image"]
+__all__ = ["WRITTEN_SCHEMA", "EngineSetup", "Explainer", "load_image"]
 
 READER_THREADS = 2
 """Threads that read and decode files ahead of each engine."""
+WRITTEN_SCHEMA = pa.schema([("image_id", pa.string()), ("error", pa.string())])
+"""What an actor gives back per image: its id, and why it failed (null where it did not)."""
 READ_AHEAD = 8
 """Images read and decoded ahead of the one the engine takes next, at most."""
 
@@ -45,6 +51,8 @@ class EngineSetup:
     spec: ModelSpec
     options: ExplainOptions
     rows: RowOptions
+    output: str
+    """The output folder (existing; local path or URI) the rows are written to."""
     device: str = "auto"
     torch_threads: int | None = None
     """Torch's intra-op threads in the actor (1 for an actor per CPU slot); ``None``: torch's
@@ -73,6 +81,7 @@ class Explainer:
         self.engine = CamEngine.from_loaded(loaded, device=setup.device)
         self.options = with_model_defaults(setup.options, loaded)
         self.rows = setup.rows
+        self.output = setup.output
         self.readers = ThreadPoolExecutor(setup.reader_threads, thread_name_prefix="read")
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -82,7 +91,11 @@ class Explainer:
         rows: list[dict[str, Any]] = []
         for chunk in self._decoded_chunks(images, rows):
             rows += self._explain(chunk)
-        return rows_table(rows)
+        write_rows(self.output, rows_table(rows))
+        outcomes = {row["image_id"]: row.get("error") for row in rows}
+        return pa.Table.from_pydict(
+            {"image_id": list(outcomes), "error": list(outcomes.values())}, schema=WRITTEN_SCHEMA
+        )
 
     def _decoded_chunks(
         self, images: Iterator[tuple[str, str]], errors: list[dict[str, Any]]

@@ -3,9 +3,8 @@
 The pipeline: the image list (minus the images the output already holds) → ``map_batches``
 over a pool of actors, each holding one ``CamEngine`` (one per GPU with ``num_gpus=1``; on CPUs
 one per CPU slot, with one torch thread each) and reading and decoding its images in a thread
-pool of its own ahead of the engine → Parquet files, written block by block while the rest is
-still being explained. Ray Data shows its own
-progress bar.
+pool of its own ahead of the engine, and writing each block's rows as a Parquet file while
+the rest is still being explained. Ray Data shows its own progress bar.
 
 Without an address a local Ray is started on 127.0.0.1 (its object store capped) and stopped
 afterwards; with one, the job joins that cluster; in a process already connected to Ray, that
@@ -21,17 +20,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 import ray
 import torch
 
-from app.dataset.actors import EngineSetup, Explainer
+from app.dataset.actors import WRITTEN_SCHEMA, EngineSetup, Explainer
 from app.dataset.explained import ExplainOptions
 from app.dataset.inputs import ImageRef, filesystem_of, list_images
-from app.dataset.output_files import read_rows, written_images
+from app.dataset.output_files import written_images
 from app.dataset.rows import RowOptions
 from app.engine.models.manifest import ModelSpec
 
-__all__ = ["DatasetJob", "DatasetSummary", "actor_cpus", "explain_dataset"]
+__all__ = ["DatasetJob", "DatasetSummary", "explain_dataset"]
 
 DEFAULT_OBJECT_STORE_BYTES = 1 << 30
 BLOCKS_PER_ACTOR = 4
@@ -64,9 +64,6 @@ class DatasetJob:
     rows_per_batch: int = 64
     """Images per ``map_batches`` batch handed to an actor (which feeds its engine
     ``options.batch_size`` at a time)."""
-    write_cpus: float = 0.1
-    """Logical CPUs a writing task asks for: a fraction, so that writing still runs where the
-    actors hold every CPU."""
 
 
 @dataclass
@@ -94,21 +91,22 @@ def explain_dataset(job: DatasetJob) -> DatasetSummary:
         return summary
     started = time.perf_counter()
     with ray_connection(job.address, job.object_store_bytes):
-        _run(job, todo)
+        outcomes = _run(job, todo)
     summary.seconds = time.perf_counter() - started
-    wanted = {ref.image_id for ref in todo}
-    errors = read_rows(job.output, ["image_id", "error"])
     summary.failures = {
         image_id: error
         for image_id, error in zip(
-            errors.column("image_id").to_pylist(), errors.column("error").to_pylist(), strict=True
+            outcomes.column("image_id").to_pylist(),
+            outcomes.column("error").to_pylist(),
+            strict=True,
         )
-        if error is not None and image_id in wanted
+        if error is not None
     }
     return summary
 
 
-def _run(job: DatasetJob, todo: list[ImageRef]) -> None:
+def _run(job: DatasetJob, todo: list[ImageRef]) -> pa.Table:
+    """Explain ``todo`` into ``job.output``; each image's id and error (``WRITTEN_SCHEMA``)."""
     gpus = int(ray.cluster_resources().get("GPU", 0))
     cpus = float(ray.cluster_resources().get("CPU", 1))
     on_gpu = gpus > 0 and job.device in ("auto", "cuda")
@@ -117,11 +115,13 @@ def _run(job: DatasetJob, todo: list[ImageRef]) -> None:
     # rows_per_batch images and at least one in each; never more actors than blocks
     blocks = min(len(todo), max(BLOCKS_PER_ACTOR * wanted, -(-len(todo) // job.rows_per_batch)))
     actors = min(wanted, blocks)
-    batch = -(-len(todo) // blocks)
+    filesystem, path = filesystem_of(job.output)
+    filesystem.create_dir(path, recursive=True)
     setup = EngineSetup(
         spec=job.spec,
         options=job.options,
         rows=job.rows,
+        output=job.output,
         device=job.device if not on_gpu else "cuda",
         torch_threads=None if on_gpu else 1,
     )
@@ -131,20 +131,14 @@ def _run(job: DatasetJob, todo: list[ImageRef]) -> None:
         Explainer,
         fn_constructor_args=(setup,),
         batch_format="pyarrow",
-        batch_size=batch,
+        batch_size=-(-len(todo) // blocks),
         compute=ray.data.ActorPoolStrategy(size=actors),
-        **({"num_gpus": 1} if on_gpu else {"num_cpus": actor_cpus(cpus, actors, job.write_cpus)}),
+        # one CPU slot per actor (never more than the cluster has): the actors are all there is
+        **({"num_gpus": 1} if on_gpu else {"num_cpus": min(1.0, cpus / actors)}),
     )
-    filesystem, path = filesystem_of(job.output)
-    filesystem.create_dir(path, recursive=True)
-    dataset.write_parquet(path, filesystem=filesystem, ray_remote_args={"num_cpus": job.write_cpus})
-
-
-def actor_cpus(cpus: float, actors: int, write_cpus: float) -> float:
-    """The logical CPUs each CPU actor asks for: one slot each, less what a writing task needs
-    beside them, so that the pipeline never waits for a CPU that the actors hold (Ray would
-    otherwise hand every CPU to the actors and never schedule a write)."""
-    return max(0.01, min(1.0, (cpus - write_cpus) / actors))
+    outcomes = [pa.Table.from_batches([], WRITTEN_SCHEMA)]
+    outcomes += list(dataset.iter_batches(batch_size=None, batch_format="pyarrow"))
+    return pa.concat_tables(outcomes)
 
 
 @contextmanager

@@ -1,5 +1,6 @@
 """The dataset actor on its own (no Ray): a batch longer than its read-ahead, with a missing and
-a corrupt file among the images, explained through its reader threads."""
+a corrupt file among the images, explained through its reader threads and written as one
+Parquet file."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from PIL import Image
 
 from app.dataset.actors import READ_AHEAD, EngineSetup, Explainer
 from app.dataset.explained import ExplainOptions, explain_pixels
+from app.dataset.output_files import parquet_files, read_rows
 from app.dataset.rows import RowOptions
 from app.engine.images.imaging import decode_image
 from app.quality.scenes import scene_at, square_settings
@@ -26,10 +28,11 @@ SIZES = [64 + 8 * (index % 5) for index in range(BATCH_SIZE + READ_AHEAD + 4)]
 
 
 @pytest.fixture(scope="module")
-def explainer() -> Explainer:
+def explainer(tmp_path_factory: pytest.TempPathFactory) -> Explainer:
     options = ExplainOptions(methods=("gradcam",), batch_size=BATCH_SIZE)
     spec = find_spec(REPO / "models", "shapes")
-    return Explainer(EngineSetup(spec, options, RowOptions(), device="cpu", torch_threads=1))
+    output = tmp_path_factory.mktemp("rows")
+    return Explainer(EngineSetup(spec, options, RowOptions(), str(output), "cpu", torch_threads=1))
 
 
 def test_each_image_gets_its_own_rows_in_order_and_bad_files_their_reason(
@@ -43,8 +46,11 @@ def test_each_image_gets_its_own_rows_in_order_and_bad_files_their_reason(
     paths[4:4] = [tmp_path / "missing.png", tmp_path / "broken.png"]
     batch = pa.table({"image_id": [p.name for p in paths], "path": [str(p) for p in paths]})
 
-    rows = explainer(batch).to_pylist()
+    outcomes = explainer(batch).to_pylist()
 
+    rows = read_rows(explainer.output).to_pylist()
+    assert len(parquet_files(explainer.output)) == 1
+    assert outcomes == [{"image_id": row["image_id"], "error": row["error"]} for row in rows]
     errors = {row["image_id"]: row["error"] for row in rows if row["error"] is not None}
     assert errors.keys() == {"missing.png", "broken.png"}
     assert errors["missing.png"] == "no such file"
