@@ -37,7 +37,7 @@ from app.engine.models.registry import load_model
 __all__ = ["WRITTEN_SCHEMA", "EngineSetup", "Explainer", "load_image"]
 
 READER_THREADS = 2
-"""Threads that read and decode files ahead of each engine."""
+"""Threads that read and decode files ahead of an engine on a GPU."""
 WRITTEN_SCHEMA = pa.schema([("image_id", pa.string()), ("error", pa.string())])
 """What an actor gives back per image: its id, and why it failed (null where it did not)."""
 READ_AHEAD = 8
@@ -57,7 +57,11 @@ class EngineSetup:
     torch_threads: int | None = None
     """Torch's intra-op threads in the actor (1 for an actor per CPU slot); ``None``: torch's
     default."""
-    reader_threads: int = READER_THREADS
+    reader_threads: int = 0
+    """Threads that read and decode ahead of the engine; 0: the actor's own thread does, one
+    image at a time (an actor on CPUs holds one CPU slot, and threads beside its engine would
+    take time from the other actors' slots; on a GPU the actor's CPU is free while the GPU
+    works, and ``READER_THREADS`` fill it)."""
 
 
 def load_image(path: str, max_pixels: int) -> DecodedImage | str:
@@ -82,7 +86,11 @@ class Explainer:
         self.options = with_model_defaults(setup.options, loaded)
         self.rows = setup.rows
         self.output = setup.output
-        self.readers = ThreadPoolExecutor(setup.reader_threads, thread_name_prefix="read")
+        self.readers = (
+            ThreadPoolExecutor(setup.reader_threads, thread_name_prefix="read")
+            if setup.reader_threads > 0
+            else None
+        )
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         images = zip(
@@ -103,13 +111,12 @@ class Explainer:
         """The batch's decoded images, ``options.batch_size`` at a time, in order; the readers
         stay ``READ_AHEAD`` images ahead, so that the next ones decode while the engine works.
         Images that cannot be decoded go to ``errors`` as error rows."""
-        ahead = self.options.batch_size + READ_AHEAD
+        ahead = self.options.batch_size + (READ_AHEAD if self.readers is not None else 0)
         loads: deque[tuple[str, str, Future[DecodedImage | str]]] = deque()
         chunk: list[tuple[ImageInfo, torch.Tensor]] = []
         while True:
             for image_id, path in islice(images, ahead - len(loads)):
-                load = self.readers.submit(load_image, path, self.options.max_pixels)
-                loads.append((image_id, path, load))
+                loads.append((image_id, path, self._load(path)))
             if not loads:
                 break
             image_id, path, load = loads.popleft()
@@ -123,6 +130,13 @@ class Explainer:
                 chunk = []
         if chunk:
             yield chunk
+
+    def _load(self, path: str) -> Future[DecodedImage | str]:
+        if self.readers is not None:
+            return self.readers.submit(load_image, path, self.options.max_pixels)
+        done: Future[DecodedImage | str] = Future()
+        done.set_result(load_image(path, self.options.max_pixels))
+        return done
 
     def _explain(self, chunk: list[tuple[ImageInfo, torch.Tensor]]) -> list[dict[str, Any]]:
         pixels = [image.to(self.engine.device) for _, image in chunk]

@@ -24,7 +24,7 @@ import pyarrow as pa
 import ray
 import torch
 
-from app.dataset.actors import WRITTEN_SCHEMA, EngineSetup, Explainer
+from app.dataset.actors import READER_THREADS, WRITTEN_SCHEMA, EngineSetup, Explainer
 from app.dataset.explained import ExplainOptions
 from app.dataset.inputs import ImageRef, filesystem_of, list_images
 from app.dataset.output_files import written_images
@@ -124,6 +124,7 @@ def _run(job: DatasetJob, todo: list[ImageRef]) -> pa.Table:
         output=job.output,
         device=job.device if not on_gpu else "cuda",
         torch_threads=None if on_gpu else 1,
+        reader_threads=READER_THREADS if on_gpu else 0,
     )
     items = [{"image_id": ref.image_id, "path": ref.path} for ref in todo]
     dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=blocks)

@@ -1,10 +1,11 @@
 """The dataset actor on its own (no Ray): a batch longer than its read-ahead, with a missing and
-a corrupt file among the images, explained through its reader threads and written as one
-Parquet file."""
+a corrupt file among the images, decoded in its own thread or ahead in reader threads, and
+written as one Parquet file."""
 
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from app.dataset.actors import READ_AHEAD, EngineSetup, Explainer
+from app.dataset.actors import READ_AHEAD, READER_THREADS, EngineSetup, Explainer
 from app.dataset.explained import ExplainOptions, explain_pixels
 from app.dataset.output_files import parquet_files, read_rows
 from app.dataset.rows import RowOptions
@@ -27,18 +28,19 @@ SIZES = [64 + 8 * (index % 5) for index in range(BATCH_SIZE + READ_AHEAD + 4)]
 """More images than the readers hold ahead, of sizes that tell them apart."""
 
 
-@pytest.fixture(scope="module")
-def explainer(tmp_path_factory: pytest.TempPathFactory) -> Explainer:
+@pytest.fixture(params=[0, READER_THREADS], ids=["own-thread", "reader-threads"])
+def explainer(request: pytest.FixtureRequest, tmp_path: Path) -> Explainer:
     options = ExplainOptions(methods=("gradcam",), batch_size=BATCH_SIZE)
     spec = find_spec(REPO / "models", "shapes")
-    output = tmp_path_factory.mktemp("rows")
-    return Explainer(EngineSetup(spec, options, RowOptions(), str(output), "cpu", torch_threads=1))
+    (tmp_path / "rows").mkdir()
+    setup = EngineSetup(spec, options, RowOptions(), str(tmp_path / "rows"), "cpu", torch_threads=1)
+    return Explainer(replace(setup, reader_threads=request.param))
 
 
 def test_each_image_gets_its_own_rows_in_order_and_bad_files_their_reason(
     explainer: Explainer, tmp_path: Path
 ) -> None:
-    paths = []
+    paths: list[Path] = []
     for index, size in enumerate(SIZES):
         paths.append(tmp_path / f"scene{index}.png")
         Image.fromarray(scene_at(5, index, square_settings(size)).image).save(paths[-1])
