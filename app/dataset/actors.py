@@ -37,7 +37,7 @@ from app.engine.models.registry import load_model
 __all__ = ["WRITTEN_SCHEMA", "EngineSetup", "Explainer", "load_image"]
 
 READER_THREADS = 2
-"""Threads that read and decode files ahead of an engine on a GPU."""
+"""Threads that read and decode files ahead of an engine that leaves CPU to spare."""
 WRITTEN_SCHEMA = pa.schema([("image_id", pa.string()), ("error", pa.string())])
 """What an actor gives back per image: its id, and why it failed (null where it did not)."""
 READ_AHEAD = 8
@@ -59,9 +59,9 @@ class EngineSetup:
     default."""
     reader_threads: int = 0
     """Threads that read and decode ahead of the engine; 0: the actor's own thread does, one
-    image at a time (an actor on CPUs holds one CPU slot, and threads beside its engine would
-    take time from the other actors' slots; on a GPU the actor's CPU is free while the GPU
-    works, and ``READER_THREADS`` fill it)."""
+    image at a time (where every CPU holds an actor, threads beside an engine would take time
+    from the other actors; on a GPU the actor's CPU is free while the GPU works, and with fewer
+    actors than CPUs the spare ones are, and ``READER_THREADS`` fill them)."""
 
 
 def load_image(path: str, max_pixels: int) -> DecodedImage | str:

@@ -124,7 +124,9 @@ def _run(job: DatasetJob, todo: list[ImageRef]) -> pa.Table:
         output=job.output,
         device=job.device if not on_gpu else "cuda",
         torch_threads=None if on_gpu else 1,
-        reader_threads=READER_THREADS if on_gpu else 0,
+        # decoding ahead in threads where it takes no CPU from another actor: beside a GPU
+        # engine, or where the actors leave CPUs of the cluster free
+        reader_threads=READER_THREADS if on_gpu or actors < cpus else 0,
     )
     items = [{"image_id": ref.image_id, "path": ref.path} for ref in todo]
     dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=blocks)
