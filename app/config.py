@@ -118,6 +118,12 @@ class Settings(BaseSettings):
     labelstudio_classes: int = Field(
         1, ge=1, description="How many of the most likely mapped classes each control gets."
     )
+    labelstudio_score_threshold: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Detectors: detections scoring above this become Label Studio boxes.",
+    )
     labelstudio_label_map: dict[str, str] = Field(
         default_factory=dict,
         description='JSON object, model label → project label, e.g. {"tabby": "cat"}.',

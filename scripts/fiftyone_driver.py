@@ -84,8 +84,9 @@ def dump(name: str) -> dict[str, Any]:
     """The dataset ``name`` loaded from the database, as plain JSON: its name, media type,
     info, schema (every field and declared attribute, with FiftyOne's type string as
     ``samples.json`` writes it) and samples in their order, each with its filepath, tags,
-    metadata, label fields (``to_dict()`` less FiftyOne's ids) and, for every ``Heatmap``
-    field, the map as FiftyOne's ``get_map()`` reads it from its PNG."""
+    metadata, label fields (``to_dict()`` less FiftyOne's ids), for every ``Heatmap`` field
+    the map as FiftyOne's ``get_map()`` reads it from its PNG, and for every ``Segmentation``
+    field the mask ``get_mask()`` reads; and the dataset's ``mask_targets``."""
     dataset = fo.load_dataset(name)
     schema = dataset.get_field_schema(flat=True)
     return {
@@ -94,6 +95,10 @@ def dump(name: str) -> dict[str, Any]:
         "persistent": dataset.persistent,
         "info": dataset.info,
         "schema": {path: _type_string(field) for path, field in schema.items()},
+        "mask_targets": {
+            field: {str(index): label for index, label in targets.items()}
+            for field, targets in dataset.mask_targets.items()
+        },
         "samples": [_sample(sample, dataset) for sample in dataset.iter_samples()],
     }
 
@@ -115,7 +120,12 @@ def _sample(sample: Any, dataset: Any) -> dict[str, Any]:
         if name not in (*SAMPLE_BUILTINS, *FIFTYONE_OWN)
     }
     maps = {name: _map(sample[name]) for name in labels if isinstance(sample[name], fo.Heatmap)}
-    return {**builtins, "labels": labels, "maps": maps}
+    masks = {
+        name: sample[name].get_mask().tolist()
+        for name in labels
+        if isinstance(sample[name], fo.Segmentation)
+    }
+    return {**builtins, "labels": labels, "maps": maps, "masks": masks}
 
 
 def _map(heatmap: Any) -> list[Any] | None:

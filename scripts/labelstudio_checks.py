@@ -1,4 +1,5 @@
-"""Whether a prediction Label Studio stored is right about a generated scene.
+"""Whether a prediction Label Studio stored is right about a generated scene, and whether
+camserve answered Label Studio's calls.
 
 A right prediction carries camserve's model version and one result of each control type, each
 labelled with the scene's true class; the rectangle, the polygon and the brush mask (decoded
@@ -13,9 +14,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import cv2
+import httpx
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["CONTROL_TYPES", "Expected", "brush_mask", "check_prediction"]
+from scripts.live_server import ServerProcess
+
+__all__ = [
+    "CONTROL_TYPES",
+    "Expected",
+    "backend_requests",
+    "brush_mask",
+    "check_prediction",
+    "request_problems",
+]
 
 CONTROL_TYPES = ("rectanglelabels", "polygonlabels", "brushlabels", "choices")
 
@@ -95,3 +107,31 @@ def _brief(value: Mapping[str, Any]) -> str:
     if "points" in value:
         shown["points"] = f"{len(value['points'])} points"
     return repr(shown)
+
+
+def backend_requests(camserve: ServerProcess) -> dict[tuple[str, str], float]:
+    """camserve's own count of the requests it answered under /labelstudio, by route and status."""
+    text = httpx.get(camserve.base_url + "/metrics", timeout=30).text
+    return {
+        (sample.labels["route"], sample.labels["status"]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "camserve_requests_total"
+        and sample.labels.get("route", "").startswith("/labelstudio")
+    }
+
+
+def request_problems(requests: Mapping[tuple[str, str], float]) -> list[str]:
+    """Every /labelstudio answer should be a 200, and Label Studio should have called both
+    predict and (for the accepted annotation) the webhook."""
+    problems = [
+        f"camserve answered {route} with HTTP {status} {count:g} time(s)"
+        for (route, status), count in sorted(requests.items())
+        if status != "200"
+    ]
+    problems += [
+        f"Label Studio never called {route}"
+        for route in ("/labelstudio/predict", "/labelstudio/webhook")
+        if not requests.get((route, "200"))
+    ]
+    return problems

@@ -10,7 +10,9 @@ and one through a local files storage (``/data/local-files/?d=…``, which camse
 shared document root); connects camserve, with basic auth, as the project's ML backend; runs
 "Retrieve Predictions" on every task; checks the predictions Label Studio stored against where
 the scene generator drew each shape; and accepts one as an annotation, which Label Studio
-reports to camserve's webhook.
+reports to camserve's webhook. Then a detection project (``scripts.labelstudio_detection``):
+a second camserve with a random-weight detector fills a ``RectangleLabels`` project with its own
+boxes, checked against what its ``/v1/explain`` detects.
 
 Prints a short report and exits 0 when every check holds, 1 when one does not, and 2 when no
 Label Studio is installed. Run it from the repository root::
@@ -33,11 +35,20 @@ from typing import Any
 
 import httpx
 from PIL import Image
-from prometheus_client.parser import text_string_to_metric_families
 
 from app.quality.scenes import SHAPES, Scene, scene_at, square_settings
-from scripts.labelstudio_checks import Expected, check_prediction
+from scripts.labelstudio_checks import (
+    Expected,
+    backend_requests,
+    check_prediction,
+    request_problems,
+)
 from scripts.labelstudio_client import LabelStudio
+from scripts.labelstudio_detection import (
+    DetectionOutcome,
+    run_detection_project,
+    start_detector_camserve,
+)
 from scripts.labelstudio_servers import (
     REPO_ROOT,
     Admin,
@@ -149,12 +160,19 @@ class Report:
     tasks: list[TaskOutcome] = field(default_factory=list)
     annotation: dict[str, Any] = field(default_factory=dict)
     backend_requests: dict[tuple[str, str], float] = field(default_factory=dict)
+    detection: DetectionOutcome | None = None
     failures: list[str] = field(default_factory=list)
     logs: dict[str, Path] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
-        return not self.failures and bool(self.tasks) and not any(t.failures for t in self.tasks)
+        detected = self.detection is not None and not self.detection.failures
+        return (
+            not self.failures
+            and bool(self.tasks)
+            and not any(t.failures for t in self.tasks)
+            and detected
+        )
 
     def render(self) -> str:
         lines = [f"Label Studio {LABEL_STUDIO_VERSION} × camserve ({self.model_version})"]
@@ -175,6 +193,14 @@ class Report:
             for (route, status), count in sorted(self.backend_requests.items())
         )
         lines.append(f"  camserve answered: {calls}")
+        if self.detection is not None:
+            detection = self.detection
+            lines.append(
+                f"  detection project ({detection.model_version}, labels {detection.labels}): "
+                f"{len(detection.rectangles())} boxes stored, {len(detection.expected)} detected: "
+                f"{'FAILED' if detection.failures else 'ok'}"
+            )
+            lines += [f"    - {failure}" for failure in detection.failures]
         lines += [f"  FAILED: {failure}" for failure in self.failures]
         lines.append("PASSED" if self.passed else "FAILED")
         return "\n".join(lines)
@@ -224,6 +250,16 @@ def run_e2e(label_studio: Path, work_dir: Path) -> Report:
                 "/readyz", CAMSERVE_START_TIMEOUT_S
             )
             _exercise(studio, camserve, tasks, auth, report)
+            detector = start_detector_camserve(
+                work_dir, studio_service.base_url, token, work_dir / "files", auth
+            )
+            services.append(detector)
+            report.timings["detector camserve start"] = detector.wait_until_ok(
+                "/readyz", CAMSERVE_START_TIMEOUT_S
+            )
+            started = time.monotonic()
+            report.detection = run_detection_project(studio, detector, work_dir, auth)
+            report.timings["detection project"] = time.monotonic() - started
         finally:
             studio.close()
     except (E2EError, ServerError) as error:
@@ -279,8 +315,8 @@ def _exercise(
     accepted = next((task.predictions[0] for task in report.tasks if task.predictions), None)
     if accepted is not None:
         report.annotation = studio.accept(accepted)
-    report.backend_requests = _backend_requests(camserve)
-    report.failures += _request_problems(report.backend_requests)
+    report.backend_requests = backend_requests(camserve)
+    report.failures += request_problems(report.backend_requests)
 
 
 def _model_version(camserve: ServerProcess, auth: BasicAuth) -> str:
@@ -318,34 +354,6 @@ def _outcome(
     for prediction in predictions:
         outcome.failures += check_prediction(prediction, expected)
     return outcome
-
-
-def _backend_requests(camserve: ServerProcess) -> dict[tuple[str, str], float]:
-    """camserve's own count of the requests it answered under /labelstudio, by route and status."""
-    text = httpx.get(camserve.base_url + "/metrics", timeout=30).text
-    return {
-        (sample.labels["route"], sample.labels["status"]): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "camserve_requests_total"
-        and sample.labels.get("route", "").startswith("/labelstudio")
-    }
-
-
-def _request_problems(requests: Mapping[tuple[str, str], float]) -> list[str]:
-    """Every /labelstudio answer should be a 200, and Label Studio should have called both
-    predict and (for the accepted annotation) the webhook."""
-    problems = [
-        f"camserve answered {route} with HTTP {status} {count:g} time(s)"
-        for (route, status), count in sorted(requests.items())
-        if status != "200"
-    ]
-    problems += [
-        f"Label Studio never called {route}"
-        for route in ("/labelstudio/predict", "/labelstudio/webhook")
-        if not requests.get((route, "200"))
-    ]
-    return problems
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -90,19 +90,31 @@ def start_label_studio(
 
 
 def start_camserve(
-    work_dir: Path, label_studio_url: str, api_key: str, files_root: Path, auth: BasicAuth
+    work_dir: Path,
+    label_studio_url: str,
+    api_key: str,
+    files_root: Path,
+    auth: BasicAuth,
+    *,
+    models_dir: Path = REPO_ROOT / "models",
+    model: str = "shapes",
+    settings: Mapping[str, str] | None = None,
 ) -> ServerProcess:
-    """``python -m app serve`` with the shapes model, fetching task images from Label Studio."""
+    """``python -m app serve`` with one model (the shapes model unless told otherwise) as the
+    Label Studio backend's, fetching task images from Label Studio; ``settings`` adds to (or
+    replaces) its environment."""
     env = _child_environment(
         {
-            "CAMSERVE_MODELS_DIR": str(REPO_ROOT / "models"),
-            "CAMSERVE_MODELS": "shapes",
+            "CAMSERVE_MODELS_DIR": str(models_dir),
+            "CAMSERVE_MODELS": model,
+            "CAMSERVE_LABELSTUDIO_MODEL": model,
             "CAMSERVE_LABELSTUDIO_BASIC_AUTH_USER": auth.user,
             "CAMSERVE_LABELSTUDIO_BASIC_AUTH_PASS": auth.password,
             "LABEL_STUDIO_URL": label_studio_url,
             "LABEL_STUDIO_API_KEY": api_key,
             "LOCAL_FILES_DOCUMENT_ROOT": str(files_root),
             "OMP_NUM_THREADS": "1",
+            **(settings or {}),
         }
     )
     return live_server.start_camserve(env, work_dir)

@@ -28,6 +28,22 @@ def write_test_models(folder: Path) -> Path:
     return folder
 
 
+def write_dense_models(folder: Path) -> Path:
+    """Two quick dense models with random weights: ``boxes``, a Faster R-CNN MobileNetV3 FPN
+    detector resizing to 160-224 pixels, and ``regions``, a DeepLabV3 MobileNetV3 segmenter at
+    96 x 96; their labels are torchvision's (COCO's, VOC's)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "boxes.toml").write_text(
+        'name = "boxes"\ntask = "detection"\narchitecture = "fasterrcnn_mobilenet_v3_large_fpn"\n'
+        'weights = "random"\nmin_size = 160\nmax_size = 224\n'
+    )
+    (folder / "regions.toml").write_text(
+        'name = "regions"\ntask = "segmentation"\narchitecture = "deeplabv3_mobilenet_v3_large"\n'
+        'weights = "random"\ninput_size = 96\n'
+    )
+    return folder
+
+
 def image_bytes(
     width: int = 80, height: int = 60, image_format: str = "PNG", seed: int = 0
 ) -> bytes:

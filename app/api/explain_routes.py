@@ -19,6 +19,7 @@ from app.api.schemas import (
     DEFAULT_PREDICTIONS,
     REGION_OPTIONS,
     CamParams,
+    Detection,
     ErrorResponse,
     ExplainedClass,
     ExplainParams,
@@ -26,6 +27,7 @@ from app.api.schemas import (
     ImageFormat,
     Prediction,
     RegionBox,
+    Segment,
     Timings,
 )
 from app.api.uploads import FIELD, read_image_upload
@@ -113,21 +115,28 @@ async def cam(
 ) -> Response:
     outcome = await _run(request, service, params.to_request())
     result = outcome.result
+    headers = {
+        "X-Camserve-Model": outcome.model.name,
+        "X-Camserve-Method": outcome.methods[0],
+        "X-Camserve-Layer": outcome.layers[0],
+    }
+    if result.dense is not None and outcome.model.task == "detection":
+        headers["X-Camserve-Detections"] = str(len(result.dense.detections))
+    if not result.targets:  # a detector that found nothing: the image as it came
+        body = await service.encode(outcome.image.pixels.permute(1, 2, 0).numpy(), params.format)
+        headers["X-Camserve-Empty-Map"] = "true"
+        return Response(body, media_type=MEDIA_TYPES[params.format], headers=headers)
     body = await service.encode(result.maps[0].overlays[0], params.format)
     class_index = result.targets[0]
-    return Response(
-        body,
-        media_type=MEDIA_TYPES[params.format],
-        headers={
-            "X-Camserve-Class": str(class_index),
-            "X-Camserve-Label": quote(outcome.model.labels[class_index]),
-            "X-Camserve-Score": f"{result.target_probabilities[0]:.6f}",
-            "X-Camserve-Model": outcome.model.name,
-            "X-Camserve-Method": outcome.methods[0],
-            "X-Camserve-Layer": outcome.layers[0],
-            "X-Camserve-Empty-Map": "true" if result.maps[0].empty[0] else "false",
-        },
-    )
+    headers |= {
+        "X-Camserve-Class": str(class_index),
+        "X-Camserve-Label": quote(outcome.model.labels[class_index]),
+        "X-Camserve-Score": f"{result.target_probabilities[0]:.6f}",
+        "X-Camserve-Empty-Map": "true" if result.maps[0].empty[0] else "false",
+    }
+    if result.dense is not None and result.dense.explained:
+        headers["X-Camserve-Box"] = ",".join(f"{v:.2f}" for v in result.dense.explained[0].box)
+    return Response(body, media_type=MEDIA_TYPES[params.format], headers=headers)
 
 
 @router.post(
@@ -162,9 +171,54 @@ async def explain(
             for entry in range(maps.overlays.shape[0])
         )
     )
+    segments = await _segments(service, outcome)
     encode_s = time.monotonic() - encode_started
     predictions = outcome.result.predictions[: params.prediction_count()]
-    return _response(request, outcome, predictions, list(explanations), encode_s)
+    response = _response(request, outcome, predictions, list(explanations), encode_s)
+    response.segments = segments
+    response.detections = _detections(outcome)
+    return response
+
+
+def _detections(outcome: Outcome) -> list[Detection] | None:
+    dense = outcome.result.dense
+    if dense is None or outcome.model.task != "detection":
+        return None
+    labels = outcome.model.labels
+    return [
+        Detection(
+            index=index,
+            x0=found.box[0],
+            y0=found.box[1],
+            x1=found.box[2],
+            y1=found.box[3],
+            class_index=found.class_index,
+            label=labels[found.class_index],
+            score=found.score,
+        )
+        for index, found in enumerate(dense.detections)
+    ]
+
+
+async def _segments(service: Service, outcome: Outcome) -> list[Segment] | None:
+    """A segmenter's classes present, each mask encoded as a PNG in the codec threads."""
+    dense = outcome.result.dense
+    if dense is None or outcome.model.task != "segmentation":
+        return None
+    masks = await asyncio.gather(
+        *(service.encode_base64(item.mask.astype(np.uint8) * 255, "png") for item in dense.segments)
+    )
+    labels = outcome.model.labels
+    return [
+        Segment(
+            class_index=item.class_index,
+            label=labels[item.class_index],
+            area=item.area,
+            fraction=item.fraction,
+            mask=mask,
+        )
+        for item, mask in zip(dense.segments, masks, strict=True)
+    ]
 
 
 @dataclass(frozen=True)
@@ -192,6 +246,8 @@ async def _explained_class(
     maps = result.maps[maps_index]
     class_index = result.targets[rank]
     included = wanted.included
+    dense = result.dense
+    explained = dense.explained[rank] if dense is not None and dense.explained else None
     entry = ExplainedClass(
         method=maps.method,
         layer=maps.layer,
@@ -199,6 +255,8 @@ async def _explained_class(
         class_index=class_index,
         label=outcome.model.labels[class_index],
         probability=result.target_probabilities[rank],
+        detection=None if dense is None or explained is None else dense.detection_of[rank],
+        box=None if explained is None else list(explained.box),
         class_agnostic=maps.class_agnostic,
         empty=True if maps.empty[rank] else None,
         raw_map=maps.layer_maps[rank].tolist() if "raw_map" in included else None,
@@ -254,6 +312,7 @@ def _response(
     started: float = getattr(request.state, "started", time.monotonic())
     return ExplainResponse(
         model=outcome.model.name,
+        task=outcome.model.task,
         layer=outcome.layers[0],
         layers=list(outcome.layers),
         methods=list(outcome.methods),

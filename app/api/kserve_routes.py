@@ -25,7 +25,13 @@ from starlette.types import Message
 from app.api import explain_routes
 from app.api.deps import ServiceDep
 from app.api.image_json import ImageJSONResponse
-from app.api.schemas import ErrorResponse, ExplainParams, ExplainResponse, Prediction
+from app.api.schemas import (
+    Detection,
+    ErrorResponse,
+    ExplainParams,
+    ExplainResponse,
+    Prediction,
+)
 from app.engine.errors import NotAnImageError
 from app.serving.errors import PayloadTooLargeError, UnsupportedMediaTypeError
 from app.serving.service import Service
@@ -68,8 +74,9 @@ class ModelReady(BaseModel):
 
 
 class PredictResponse(BaseModel):
-    predictions: list[list[Prediction]] = Field(
-        description="Per instance, the top_k most likely classes."
+    predictions: list[list[Prediction] | list[Detection]] = Field(
+        description="Per instance: a classifier's top_k most likely classes, a segmenter's "
+        "classes by area, a detector's detections above score_threshold."
     )
 
 
@@ -105,7 +112,7 @@ async def predict(
     name: str, request: Request, params: Annotated[ExplainParams, Query()], service: ServiceDep
 ) -> PredictResponse:
     answers = await _explain_instances(name, request, params, service)
-    return PredictResponse(predictions=[answer.predictions for answer in answers])
+    return PredictResponse(predictions=[_predictions(answer) for answer in answers])
 
 
 @router.post(
@@ -121,8 +128,13 @@ async def explain(
 ) -> ExplainV1Response:
     answers = await _explain_instances(name, request, params, service)
     return ExplainV1Response(
-        predictions=[answer.predictions for answer in answers], explanations=answers
+        predictions=[_predictions(answer) for answer in answers], explanations=answers
     )
+
+
+def _predictions(answer: ExplainResponse) -> list[Prediction] | list[Detection]:
+    """What V1 calls an instance's predictions: a detector's are its detections."""
+    return answer.detections if answer.detections is not None else answer.predictions
 
 
 async def _explain_instances(

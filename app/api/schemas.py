@@ -11,7 +11,12 @@ from app.engine.errors import ExplanationError
 from app.engine.images.colormaps import COLORMAPS, DEFAULT_COLORMAP
 from app.engine.images.regions import DEFAULT_THRESHOLD
 from app.engine.methods import METHODS
-from app.serving.service import ExplainRequest
+from app.serving.service import (
+    DEFAULT_MAX_DETECTIONS,
+    DEFAULT_SCORE_THRESHOLD,
+    MAX_DETECTIONS,
+    ExplainRequest,
+)
 from app.serving.worker import PREDICTIONS as WORKER_PREDICTIONS
 
 __all__ = [
@@ -22,6 +27,7 @@ __all__ = [
     "MAX_PREDICTIONS",
     "REGION_OPTIONS",
     "CamParams",
+    "Detection",
     "ErrorBody",
     "ErrorResponse",
     "ExplainParams",
@@ -34,6 +40,7 @@ __all__ = [
     "Prediction",
     "Readiness",
     "RegionBox",
+    "Segment",
     "Timings",
 ]
 
@@ -85,6 +92,18 @@ class CamParams(BaseModel):
     alpha: float = Field(0.5, ge=0.0, le=1.0, description="Heatmap opacity over the image.")
     colormap: str = Field(DEFAULT_COLORMAP, description=f"One of: {', '.join(COLORMAPS)}.")
     format: ImageFormat = Field("png", description="Encoding of the returned overlay.")
+    score_threshold: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Detectors only: keep the detections scoring above this; default "
+        f"{DEFAULT_SCORE_THRESHOLD}.",
+    )
+    box: str | None = Field(
+        None,
+        description="Detectors only: explain this box, 'x0,y0,x1,y1' in original pixels, as a "
+        "detection of class `target` (required with it) instead of the model's own detections.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -109,6 +128,9 @@ class CamParams(BaseModel):
             target=self.target,
             alpha=self.alpha,
             colormap=self.colormap,
+            score_threshold=self.score_threshold,
+            box=self.box,
+            single=True,
         )
 
     def _single_layer(self) -> str | None:
@@ -133,7 +155,20 @@ class ExplainParams(CamParams):
         description=f"One or more (comma-separated) of: {', '.join(METHODS)}; default: the "
         "model's (gradcam).",
     )
-    top_k: int = Field(1, ge=1, description="Explain the k most likely classes.")
+    top_k: int = Field(
+        1,
+        ge=1,
+        description="Explain the k most likely classes (a segmenter: the k largest classes by "
+        "area). Not for detectors, which explain their first max_detections detections.",
+    )
+    max_detections: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_DETECTIONS,
+        description=f"Detectors only: explain the first n detections (best first), 0 to "
+        f"{MAX_DETECTIONS}; default {DEFAULT_MAX_DETECTIONS}. Every detection above "
+        "score_threshold is listed either way.",
+    )
     include: str = Field(
         DEFAULT_INCLUDE,
         description="What each explanation carries, comma-separated, exactly as listed: "
@@ -166,6 +201,10 @@ class ExplainParams(CamParams):
             top_k=self.top_k,
             alpha=self.alpha,
             colormap=self.colormap,
+            score_threshold=self.score_threshold,
+            max_detections=self.max_detections,
+            box=self.box,
+            predictions=self.predictions,
         )
 
     def included(self) -> tuple[str, ...]:
@@ -198,7 +237,20 @@ class ExplainedClass(BaseModel):
     rank: int = Field(description="1 for the first explained class of this method, and so on.")
     class_index: int
     label: str
-    probability: float
+    probability: float = Field(
+        description="The class's probability; for a detector, the detection's score (0 for a "
+        "named box no detection matches); for a segmenter, the fraction of the image's pixels "
+        "predicted as the class."
+    )
+    detection: int | None = Field(
+        None,
+        description="Detectors: the index in `detections` of the detection this map explains; "
+        "for a box the request named, the detection it matches (best overlap, over 0.5, same "
+        "class), absent when none does.",
+    )
+    box: list[float] | None = Field(
+        None, description="Detectors: the explained box, [x0, y0, x1, y1] in original pixels."
+    )
     class_agnostic: bool = Field(
         False,
         description="The map does not depend on the class (Eigen-CAM): it comes once per "
@@ -236,6 +288,32 @@ class ExplainedClass(BaseModel):
     )
 
 
+class Detection(BaseModel):
+    """A detector's detection: its box in original pixels (x0, y0 inclusive, x1, y1 exclusive,
+    as floats), class and score."""
+
+    index: int = Field(description="Its position in `detections`, best first.")
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    class_index: int
+    label: str
+    score: float
+
+
+class Segment(BaseModel):
+    """A class a segmenter predicts somewhere in the image."""
+
+    class_index: int
+    label: str
+    area: int = Field(description="Pixels predicted as this class.")
+    fraction: float = Field(description="`area` over the image's pixels.")
+    mask: str = Field(
+        description="Base64 PNG at the original size: 255 where the class is predicted, else 0."
+    )
+
+
 class RegionBox(BaseModel):
     """A thresholded region's bounding box in original pixels (x1, y1 exclusive)."""
 
@@ -256,12 +334,22 @@ class Timings(BaseModel):
 
 class ExplainResponse(BaseModel):
     model: str
+    task: Literal["classification", "detection", "segmentation"] = "classification"
     layer: str = Field(description="The first of ``layers``.")
     layers: list[str]
     methods: list[str]
     width: int
     height: int
-    predictions: list[Prediction]
+    predictions: list[Prediction] = Field(
+        description="The most likely classes; a segmenter's classes by area (probability: "
+        "the fraction of pixels); empty for a detector, whose answer is `detections`."
+    )
+    detections: list[Detection] | None = Field(
+        None, description="Detectors: every detection above score_threshold, best first."
+    )
+    segments: list[Segment] | None = Field(
+        None, description="Segmenters: each class present, largest first, with its mask."
+    )
     explanations: list[ExplainedClass]
     timings: Timings
 
@@ -273,6 +361,7 @@ class ModelInfo(BaseModel):
 
     name: str
     architecture: str
+    task: Literal["classification", "detection", "segmentation"] = "classification"
     description: str
     weights: str
     num_classes: int

@@ -12,7 +12,10 @@ from app.cli.common import ModelsDir, cli, console, fail
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.errors import CamserveError
 from app.engine.images.regions import parse_threshold
+from app.engine.models.dense import published_categories
+from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import model_labels
+from app.engine.models.weights import resolve_weights
 from app.labeling.cvat import (
     DEFAULT_NETWORK,
     DEFAULT_URL,
@@ -48,13 +51,21 @@ def cvat_function(
     network: Annotated[
         str, typer.Option(help="Docker network of CVAT that the function joins.")
     ] = DEFAULT_NETWORK,
+    score_threshold: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Detectors: return detections above this.")
+    ] = 0.5,
 ) -> None:
-    """Write the nuclio function configuration that serves MODEL to CVAT as a detector."""
+    """Write the nuclio function configuration that serves MODEL to CVAT as a detector.
+
+    A detector model's function returns its boxes (rectangles), a segmenter's its masks."""
     try:
         parse_threshold(threshold)
+        spec = find_spec(models_dir, model)
         options = FunctionOptions(
             model=model,
-            labels=model_labels(find_spec(models_dir, model)),
+            labels=_labels(spec),
+            task=spec.task,
+            score_threshold=f"{score_threshold:g}",
             url=url,
             method=method,
             shapes=parse_shapes(shapes),
@@ -71,3 +82,12 @@ def cvat_function(
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     console.print(f"wrote {output} ({len(options.labels)} labels)", highlight=False)
+
+
+def _labels(spec: ModelSpec) -> list[str]:
+    """The model's labels, without building it: a detector's or segmenter's from its manifest
+    or torchvision's published categories."""
+    if spec.task == "classification":
+        return model_labels(spec)
+    source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
+    return spec.load_labels() or published_categories(spec.architecture, source)

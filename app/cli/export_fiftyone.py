@@ -24,11 +24,15 @@ from app.cli.common import (
     progress_bar,
 )
 from app.config import DEFAULT_MODELS_DIR
+from app.engine.devices import resolve_device
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
 from app.engine.images.image_files import IMAGE_SUFFIXES, InputFile, find_images
 from app.engine.images.regions import parse_threshold
+from app.engine.models.dense import load_dense_model
+from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import load_model
+from app.labeling.fiftyone_dense import export_dense_images
 from app.labeling.fiftyone_export import (
     DEFAULT_FIELD,
     CamFieldOptions,
@@ -71,12 +75,20 @@ def export_fiftyone(
     batch_size: BatchSizeOption = 8,
     device: DeviceOption = "auto",
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
+    score_threshold: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Detectors: list detections above this.")
+    ] = 0.5,
+    max_detections: Annotated[
+        int, typer.Option(min=0, help="Detectors: heatmaps for this many detections.")
+    ] = 10,
 ) -> None:
     """Write CAM heatmaps and their boxes as a FiftyOne dataset.
 
     Heatmaps: OUTPUT/heatmaps/METHOD/RELATIVE_PATH.png, 8-bit grayscale, at the image's size.
 
-    Fields: FIELD_METHOD (Heatmap), FIELD_METHOD_boxes (Detections), FIELD_prediction.
+    Fields: FIELD_METHOD (Heatmap), FIELD_METHOD_boxes (Detections), FIELD_prediction; a
+    segmenter adds FIELD_segmentation (Segmentation); a detector gives FIELD_detections (its
+    boxes) and FIELD_METHOD_RANK (Heatmap) for each of its first MAX_DETECTIONS detections.
 
     Load with: fiftyone.Dataset.from_json("OUTPUT/samples.json"); see docs/fiftyone.md.
     """
@@ -93,13 +105,17 @@ def export_fiftyone(
             regions=regions.value,
             prefix=field,
             batch_size=batch_size,
+            score_threshold=score_threshold,
+            max_detections=max_detections,
         )
         spec = choose_spec(models_dir, model, architecture, weights, layer)
-        engine = CamEngine.from_loaded(load_model(spec), device=device)
-        info = _info(spec.name, engine, options)
-        summary = _export_with_progress(
-            engine, files, output, options, name or output.resolve().name, info
-        )
+        dataset_name = name or output.resolve().name
+        if spec.task != "classification":
+            summary = _export_dense(spec, files, output, options, dataset_name, device)
+        else:
+            engine = CamEngine.from_loaded(load_model(spec), device=device)
+            info = _info(spec.name, engine.layer, options)
+            summary = _export_with_progress(engine, files, output, options, dataset_name, info)
     except CamserveError as error:
         raise fail(str(error)) from error
     for skipped in summary.skipped:
@@ -121,12 +137,12 @@ def _split_methods(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
-def _info(model: str, engine: CamEngine, options: CamFieldOptions) -> dict[str, Any]:
+def _info(model: str, layer: str, options: CamFieldOptions) -> dict[str, Any]:
     """What produced the labels, kept in the dataset's ``info``."""
     threshold = options.threshold
     return {
         "model": model,
-        "layer": options.layer or engine.layer,
+        "layer": options.layer or layer,
         "methods": list(options.methods),
         "target": options.target,
         "threshold": "otsu" if threshold.method == "otsu" else threshold.value,
@@ -142,6 +158,33 @@ def _report_ignored(inputs: list[Path]) -> None:
                 console.print(
                     f"[yellow]ignored[/] {file}: not an image file", highlight=False, soft_wrap=True
                 )
+
+
+def _export_dense(
+    spec: ModelSpec,
+    files: list[InputFile],
+    output: Path,
+    options: CamFieldOptions,
+    name: str,
+    device: str,
+) -> ExportSummary:
+    """A detector's or segmenter's predictions and heatmaps (``labeling/fiftyone_dense``)."""
+    loaded = load_dense_model(spec)
+    info = _info(spec.name, loaded.layer, options)
+    if loaded.task == "detection":
+        info.update(score_threshold=options.score_threshold, max_detections=options.max_detections)
+    with progress_bar("explaining") as progress:
+        task = progress.add_task("explaining", total=len(files))
+        return export_dense_images(
+            loaded,
+            files,
+            output,
+            options,
+            name=name,
+            info=info,
+            device=resolve_device(device),
+            on_done=lambda: progress.advance(task),
+        )
 
 
 def _export_with_progress(

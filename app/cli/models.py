@@ -22,6 +22,7 @@ __all__ = ["list_models"]
 FIELDS = (
     "source",
     "architecture",
+    "task",
     "weights",
     "weights status",
     "layer",
@@ -57,6 +58,7 @@ def _cells(spec: ModelSpec, status: WeightsStatus) -> tuple[Text, ...]:
     return (
         Text(spec.source),
         Text(spec.architecture),
+        Text(spec.task),
         Text(spec.weights),
         Text(status.summary, style="green" if status.ready else "red"),
         Text(spec.layer or "(family default)"),

@@ -39,11 +39,13 @@ from app.client.options import CamOptions, ExplainOptions
 from app.client.results import (
     Box,
     CamResult,
+    Detection,
     ExplainResult,
     Explanation,
     ModelInfo,
     ModelList,
     Prediction,
+    Segment,
     Timings,
 )
 from app.client.retry import RetryPolicy
@@ -60,6 +62,7 @@ __all__ = [
     "Client",
     "ConnectionFailedError",
     "DeadlineExceededError",
+    "Detection",
     "ExplainOptions",
     "ExplainResult",
     "Explanation",
@@ -74,6 +77,7 @@ __all__ = [
     "ProxyTimeoutError",
     "QueueFullError",
     "RetryPolicy",
+    "Segment",
     "ServerError",
     "Timings",
     "UnavailableError",

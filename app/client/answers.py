@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import numpy as np
@@ -12,13 +12,17 @@ import numpy as np
 from app.client.results import (
     Box,
     CamResult,
+    Detection,
     ExplainResult,
     Explanation,
     ModelInfo,
     ModelList,
     Prediction,
+    Segment,
     Timings,
 )
+
+T = TypeVar("T")
 
 __all__ = ["cam_result", "explain_result", "model_list"]
 
@@ -34,6 +38,19 @@ def explain_result(body: Mapping[str, Any]) -> ExplainResult:
         predictions=tuple(Prediction(**item) for item in body["predictions"]),
         explanations=tuple(_explanation(item) for item in body["explanations"]),
         timings=Timings(**body["timings"]),
+        task=body.get("task", "classification"),
+        detections=tuple(Detection(**item) for item in body.get("detections") or ()),
+        segments=tuple(_segment(item) for item in body.get("segments") or ()),
+    )
+
+
+def _segment(item: Mapping[str, Any]) -> Segment:
+    return Segment(
+        class_index=item["class_index"],
+        label=item["label"],
+        area=item["area"],
+        fraction=item["fraction"],
+        mask_data=base64.b64decode(item["mask"]),
     )
 
 
@@ -47,6 +64,8 @@ def _explanation(item: Mapping[str, Any]) -> Explanation:
         label=item["label"],
         probability=item["probability"],
         class_agnostic=item.get("class_agnostic", False),
+        detection=item.get("detection"),
+        box=_box(item.get("box")),
         overlay_data=_base64(item.get("overlay")),
         overlay_media_type=item.get("overlay_media_type"),
         heatmap_data=_base64(item.get("heatmap")),
@@ -57,6 +76,13 @@ def _explanation(item: Mapping[str, Any]) -> Explanation:
         if polygons is None
         else tuple(tuple((int(x), int(y)) for x, y in outline) for outline in polygons),
     )
+
+
+def _box(values: Any) -> tuple[float, float, float, float] | None:
+    if values is None:
+        return None
+    x0, y0, x1, y1 = (float(value) for value in values)
+    return (x0, y0, x1, y1)
 
 
 def _base64(text: str | None) -> bytes | None:
@@ -71,10 +97,18 @@ def cam_result(content: bytes, headers: Mapping[str, str]) -> CamResult:
         model=headers["x-camserve-model"],
         method=headers["x-camserve-method"],
         layer=headers["x-camserve-layer"],
-        class_index=int(headers["x-camserve-class"]),
-        label=unquote(headers["x-camserve-label"]),
-        probability=float(headers["x-camserve-score"]),
+        class_index=_header(headers, "x-camserve-class", int),
+        label=_header(headers, "x-camserve-label", unquote),
+        probability=_header(headers, "x-camserve-score", float),
+        box=_box(_header(headers, "x-camserve-box", lambda text: text.split(","))),
+        detections=_header(headers, "x-camserve-detections", int),
     )
+
+
+def _header(headers: Mapping[str, str], name: str, read: Callable[[str], T]) -> T | None:
+    """A header's value read with ``read``, or ``None`` when the answer has no such header."""
+    text = headers.get(name)
+    return None if text is None else read(text)
 
 
 def model_list(body: Mapping[str, Any]) -> ModelList:

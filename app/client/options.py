@@ -20,6 +20,11 @@ class CamOptions(TypedDict, total=False):
     colormap: str
     format: str
     """Encoding of the overlay: png, jpeg or webp."""
+    score_threshold: float
+    """Detectors: the detections scoring above this (default 0.5)."""
+    box: str | Sequence[float]
+    """Detectors: a box (x0, y0, x1, y1) to explain as a detection of ``target``;
+    segmenters: the region to score ``target`` over."""
 
 
 class ExplainOptions(TypedDict, total=False):
@@ -41,6 +46,13 @@ class ExplainOptions(TypedDict, total=False):
     """For regions: a fraction of the map's maximum, or "otsu"."""
     regions: str
     """For regions: "largest" or "all"."""
+    score_threshold: float
+    """Detectors: the detections scoring above this (default 0.5)."""
+    max_detections: int
+    """Detectors: how many detections are explained, best first (default 10)."""
+    box: str | Sequence[float]
+    """Detectors: a box (x0, y0, x1, y1) to explain as a detection of ``target``;
+    segmenters: the region to score ``target`` over."""
 
 
 RENAMED = {"methods": "method", "layers": "layer"}

@@ -19,11 +19,13 @@ from PIL import Image
 __all__ = [
     "Box",
     "CamResult",
+    "Detection",
     "ExplainResult",
     "Explanation",
     "ModelInfo",
     "ModelList",
     "Prediction",
+    "Segment",
     "Timings",
     "decode_image",
 ]
@@ -57,6 +59,41 @@ class Box:
     """The map's mean over the region, 0 to 1."""
 
 
+@dataclass(frozen=True)
+class Detection:
+    """A detector's detection: its box in original pixels, class and score."""
+
+    index: int
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    class_index: int
+    label: str
+    score: float
+
+    @property
+    def box(self) -> tuple[float, float, float, float]:
+        return (self.x0, self.y0, self.x1, self.y1)
+
+
+@dataclass(frozen=True, eq=False)
+class Segment:
+    """A class a segmenter predicts somewhere in the image (compared by identity)."""
+
+    class_index: int
+    label: str
+    area: int
+    """Pixels predicted as the class."""
+    fraction: float
+    mask_data: bytes = field(repr=False)
+
+    @cached_property
+    def mask(self) -> NDArray[np.bool_]:
+        """``(height, width)``: True where the class is predicted."""
+        return np.asarray(decode_image(self.mask_data).convert("L")) > 0
+
+
 @dataclass(frozen=True, eq=False)
 class Explanation:
     """One map: a method on a layer for one explained class, with what ``include`` asked for
@@ -68,7 +105,12 @@ class Explanation:
     class_index: int
     label: str
     probability: float
+    """The class's probability; a detection's score; a segmented class's pixel fraction."""
     class_agnostic: bool = False
+    detection: int | None = None
+    """Detectors: the index in ``ExplainResult.detections`` of the explained detection."""
+    box: tuple[float, float, float, float] | None = None
+    """Detectors: the explained box in original pixels."""
     overlay_data: bytes | None = field(default=None, repr=False)
     """The overlay as the server encoded it (PNG, JPEG or WebP: ``overlay_media_type``)."""
     overlay_media_type: str | None = None
@@ -121,6 +163,11 @@ class ExplainResult:
     predictions: tuple[Prediction, ...]
     explanations: tuple[Explanation, ...]
     timings: Timings
+    task: str = "classification"
+    detections: tuple[Detection, ...] = ()
+    """A detector's detections above the score threshold, best first."""
+    segments: tuple[Segment, ...] = ()
+    """A segmenter's classes present, largest first, with their masks."""
 
     @property
     def layer(self) -> str:
@@ -148,9 +195,14 @@ class CamResult:
     model: str
     method: str
     layer: str
-    class_index: int
-    label: str
-    probability: float
+    class_index: int | None
+    """``None`` when a detector found nothing (the overlay is then the image unchanged)."""
+    label: str | None
+    probability: float | None
+    box: tuple[float, float, float, float] | None = None
+    """Detectors: the explained box."""
+    detections: int | None = None
+    """Detectors: how many detections scored above the threshold."""
 
     @cached_property
     def overlay(self) -> Image.Image:
@@ -172,8 +224,9 @@ class ModelInfo:
     candidate_layers: tuple[str, ...]
     methods: tuple[str, ...]
     input_size: tuple[int, int]
-    """(height, width) of the model's input."""
+    """(height, width) of the model's input; a detector's (shorter side, longer side bound)."""
     device: str
+    task: str = "classification"
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> ModelInfo:
@@ -191,6 +244,7 @@ class ModelInfo:
             methods=tuple(body["methods"]),
             input_size=(int(height), int(width)),
             device=body["device"],
+            task=body.get("task", "classification"),
         )
 
 

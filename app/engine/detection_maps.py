@@ -42,9 +42,11 @@ from app.engine.targets import class_index
 __all__ = [
     "DETECTOR_METHODS",
     "DetectionMaps",
+    "check_box_inside",
     "detection_layers",
     "explain_detections",
     "given_box",
+    "parse_box",
     "pyramid_view",
 ]
 
@@ -225,6 +227,9 @@ def _context(
     )
 
 
+Box = tuple[float, float, float, float]
+
+
 def given_box(
     box: str | Sequence[float],
     target: int | str,
@@ -234,21 +239,37 @@ def given_box(
     """A box to explain (``"x0,y0,x1,y1"`` in original pixels, inside the image of
     ``image_size`` (height, width), with x0 < x1 and y0 < y1) and its class (a label or index,
     not the background at 0), as ``explain_detections`` takes them: (1, 4) and (1,)."""
-    values = box.split(",") if isinstance(box, str) else list(box)
-    try:
-        x0, y0, x1, y1 = (float(value) for value in values)
-    except ValueError:
-        raise InvalidTargetError(f"box must be four numbers x0,y0,x1,y1, got {box!r}") from None
-    height, width = image_size
-    if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
-        raise InvalidTargetError(
-            f"box {x0:g},{y0:g},{x1:g},{y1:g} is not a box inside the {width} x {height} image "
-            "(x0 < x1 <= width, y0 < y1 <= height, all >= 0)"
-        )
+    coordinates = parse_box(box)
+    check_box_inside(coordinates, image_size)
     index = class_index(labels, target)
     if not 1 <= index < len(labels):
         raise InvalidTargetError(
             f"target {target!r} is not one of this detector's classes (1 to {len(labels) - 1}; "
             "0 is the background)"
         )
-    return torch.tensor([[x0, y0, x1, y1]]), torch.tensor([index])
+    return torch.tensor([coordinates]), torch.tensor([index])
+
+
+def parse_box(box: str | Sequence[float]) -> Box:
+    """``"x0,y0,x1,y1"`` (or four numbers) with x0 < x1 and y0 < y1."""
+    values = box.split(",") if isinstance(box, str) else list(box)
+    try:
+        x0, y0, x1, y1 = (float(value) for value in values)
+    except ValueError:
+        raise InvalidTargetError(f"box must be four numbers x0,y0,x1,y1, got {box!r}") from None
+    if not (x0 < x1 and y0 < y1):
+        raise InvalidTargetError(
+            f"box {x0:g},{y0:g},{x1:g},{y1:g} is empty: it needs x0 < x1 and y0 < y1"
+        )
+    return (x0, y0, x1, y1)
+
+
+def check_box_inside(box: Box, image_size: tuple[int, int]) -> None:
+    """Refuse a box that leaves the image of ``image_size`` (height, width)."""
+    height, width = image_size
+    x0, y0, x1, y1 = box
+    if not (x0 >= 0 and y0 >= 0 and x1 <= width and y1 <= height):
+        raise InvalidTargetError(
+            f"box {x0:g},{y0:g},{x1:g},{y1:g} is not a box inside the {width} x {height} image "
+            "(x0 < x1 <= width, y0 < y1 <= height, all >= 0)"
+        )

@@ -40,14 +40,19 @@ def class_index(labels: Sequence[str] | None, target: int | str) -> int:
 
 
 def choose_targets(
-    logits: Tensor, targets: Targets, top_k: int, labels: Sequence[str] | None
+    logits: Tensor,
+    targets: Targets,
+    top_k: int,
+    labels: Sequence[str] | None,
+    ranking: Tensor | None = None,
 ) -> Tensor:
     """(B, K) class indices on the logits' device: ``targets`` given per image (an index, a
-    label, or several; ``None`` for the top ``top_k``), or the top ``top_k`` of every image."""
+    label, or several; ``None`` for the top ``top_k``), or the top ``top_k`` of every image,
+    ranked by ``ranking`` (B, classes) when given (ties: the lower index), else the logits."""
     batch_size, num_classes = logits.shape
     if not 1 <= top_k <= num_classes:
         raise InvalidTargetError(f"top_k must be between 1 and {num_classes}, got {top_k}")
-    ranked = logits.detach().topk(top_k, dim=1).indices
+    ranked = logits.detach().topk(top_k, dim=1).indices if ranking is None else _top(ranking, top_k)
     if targets is None:
         return ranked
     if isinstance(targets, Tensor):
@@ -65,6 +70,11 @@ def choose_targets(
             f"class index out of range: the model has {num_classes} classes (0-{num_classes - 1})"
         )
     return chosen
+
+
+def _top(scores: Tensor, count: int) -> Tensor:
+    order: Tensor = torch.sort(scores.detach(), dim=1, descending=True, stable=True).indices
+    return order[:, :count]
 
 
 def _targets_from_specs(

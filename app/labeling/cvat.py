@@ -8,6 +8,10 @@ builds that document from a model's labels: the class index is the label id, rep
 shape type the function returns, or ``unknown`` (compatible with every non-skeleton task label)
 when it returns several. The handler in ``deploy/cvat/camserve/main.py`` reads the same spec to
 name the classes camserve explains.
+
+A detector's function returns the detector's own boxes as ``rectangle`` shapes, a segmenter's
+its predicted masks as ``mask`` shapes (``DENSE_SHAPES``); their spec leaves out class 0, the
+background, which they never return.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import yaml
 __all__ = [
     "DEFAULT_NETWORK",
     "DEFAULT_URL",
+    "DENSE_SHAPES",
     "SHAPE_TYPES",
     "FunctionOptions",
     "function_config",
@@ -37,6 +42,9 @@ __all__ = [
 
 SHAPE_TYPES = ("rectangle", "polygon", "mask")
 """The CVAT shape types the function can return, in the order it returns them."""
+
+DENSE_SHAPES = {"detection": ("rectangle",), "segmentation": ("mask",)}
+"""What a detector's and a segmenter's function return: its boxes, its masks."""
 
 DEFAULT_URL = "http://camserve:8000"
 """camserve as the function container sees it: the ``camserve`` alias on CVAT's network."""
@@ -71,6 +79,14 @@ class FunctionOptions:
     regions: str = "all"
     timeout_s: float = 30.0
     network: str = DEFAULT_NETWORK
+    task: str = "classification"
+    """The model's task; a detector's or segmenter's function returns ``DENSE_SHAPES``."""
+    score_threshold: str = "0.5"
+    """Detectors: the detections scoring above this are returned."""
+
+    def __post_init__(self) -> None:
+        if self.task in DENSE_SHAPES:
+            object.__setattr__(self, "shapes", DENSE_SHAPES[self.task])
 
 
 def parse_shapes(text: str) -> tuple[str, ...]:
@@ -99,12 +115,16 @@ def label_type(shapes: Sequence[str]) -> str:
     return shapes[0] if len(shapes) == 1 else SEVERAL_TYPES
 
 
-def label_spec(labels: Sequence[str], shapes: Sequence[str] = SHAPE_TYPES) -> list[dict[str, Any]]:
-    """CVAT's label list: id = class index, a unique name, the type of the shapes returned."""
+def label_spec(
+    labels: Sequence[str], shapes: Sequence[str] = SHAPE_TYPES, *, background: bool = True
+) -> list[dict[str, Any]]:
+    """CVAT's label list: id = class index, a unique name, the type of the shapes returned;
+    without class 0 when ``background`` is False (a detector's or segmenter's background)."""
     kind = label_type(shapes)
     return [
         {"id": index, "name": name, "type": kind}
         for index, name in enumerate(unique_label_names(labels))
+        if background or index > 0
     ]
 
 
@@ -125,14 +145,15 @@ def function_config(options: FunctionOptions) -> dict[str, Any]:
                 "name": f"camserve {options.model} ({options.method})",
                 "type": "detector",
                 "framework": "pytorch",
-                "spec": _spec_text(label_spec(options.labels, options.shapes)),
+                "spec": _spec_text(
+                    label_spec(
+                        options.labels, options.shapes, background=options.task not in DENSE_SHAPES
+                    )
+                ),
             },
         },
         "spec": {
-            "description": (
-                f"Regions of the {options.method} heatmap of camserve's {options.model!r} "
-                f"model as {', '.join(options.shapes)}"
-            ),
+            "description": _description(options),
             "runtime": f"python:{PYTHON_VERSION}",
             "handler": "main:handler",
             "eventTimeout": EVENT_TIMEOUT,
@@ -156,6 +177,17 @@ def function_yaml(options: FunctionOptions) -> str:
     return HEADER + body
 
 
+def _description(options: FunctionOptions) -> str:
+    if options.task == "detection":
+        return f"The boxes of camserve's {options.model!r} detector as rectangles"
+    if options.task == "segmentation":
+        return f"The predicted masks of camserve's {options.model!r} segmenter as masks"
+    return (
+        f"Regions of the {options.method} heatmap of camserve's {options.model!r} "
+        f"model as {', '.join(options.shapes)}"
+    )
+
+
 def _spec_text(spec: list[dict[str, Any]]) -> str:
     """The label list as CVAT's own functions write it: one label per line."""
     lines = ",\n".join(f"  {json.dumps(entry, ensure_ascii=False)}" for entry in spec)
@@ -173,6 +205,10 @@ def _environment(options: FunctionOptions) -> list[dict[str, str]]:
         "CAMSERVE_SHAPES": ",".join(options.shapes),
         "CAMSERVE_TIMEOUT_S": f"{options.timeout_s:g}",
     }
+    if options.task in DENSE_SHAPES:
+        values["CAMSERVE_TASK"] = options.task
+    if options.task == "detection":
+        values["CAMSERVE_SCORE_THRESHOLD"] = options.score_threshold
     return [{"name": name, "value": value} for name, value in values.items()]
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.engine.errors import CamserveError
-from app.engine.images.regions import Box, Region, Threshold
+from app.engine.images.regions import Region, Threshold
 from app.engine.methods import get_method
 
 __all__ = [
@@ -27,7 +27,11 @@ __all__ = [
     "Prediction",
     "boxes_field",
     "cam_labels",
+    "classification_document",
     "dataset_document",
+    "embedded",
+    "field_schema",
+    "heatmap_document",
     "heatmap_field",
     "method_slug",
     "prediction_field",
@@ -63,6 +67,10 @@ class CamFieldOptions:
     """The start of every field name."""
     batch_size: int = 8
     max_pixels: int = 40_000_000
+    score_threshold: float = 0.5
+    """Detectors: the detections scoring above this are listed."""
+    max_detections: int = 10
+    """Detectors: how many of the detections (best first) get heatmaps."""
 
     def __post_init__(self) -> None:
         if not self.methods:
@@ -78,6 +86,10 @@ class CamFieldOptions:
             raise CamserveError(f"regions must be 'largest' or 'all', got {self.regions!r}")
         if self.batch_size < 1:
             raise CamserveError(f"batch size must be at least 1, got {self.batch_size}")
+        if not 0.0 <= self.score_threshold <= 1.0:
+            raise CamserveError(f"score threshold must be from 0 to 1, got {self.score_threshold}")
+        if self.max_detections < 0:
+            raise CamserveError(f"max detections must be 0 or more, got {self.max_detections}")
 
 
 @dataclass(frozen=True)
@@ -132,14 +144,14 @@ def prediction_field(prefix: str) -> str:
 # ------------------------------------------------------------------ FiftyOne documents
 
 
-def relative_box(box: Box, width: int, height: int) -> list[float]:
+def relative_box(box: tuple[float, float, float, float], width: int, height: int) -> list[float]:
     """A pixel box (x0, y0, x1, y1; x1 and y1 exclusive) as FiftyOne's ``[x, y, w, h]`` in
     fractions of the image's width and height."""
     x0, y0, x1, y1 = box
     return [x0 / width, y0 / height, (x1 - x0) / width, (y1 - y0) / height]
 
 
-def _heatmap_document(map_path: Path) -> dict[str, Any]:
+def heatmap_document(map_path: Path) -> dict[str, Any]:
     return {"_cls": "Heatmap", "map_path": str(map_path), "range": list(HEATMAP_RANGE)}
 
 
@@ -168,7 +180,7 @@ def _detections_document(cam: MethodCam, width: int, height: int) -> dict[str, A
     }
 
 
-def _classification_document(prediction: Prediction) -> dict[str, Any]:
+def classification_document(prediction: Prediction) -> dict[str, Any]:
     return {
         "_cls": "Classification",
         "label": prediction.label,
@@ -181,29 +193,29 @@ def cam_labels(
     cams: ImageCams, map_paths: Mapping[str, Path], prefix: str
 ) -> dict[str, dict[str, Any]]:
     """The label documents of one image by field name; ``map_paths`` gives each method's PNG."""
-    labels = {prediction_field(prefix): _classification_document(cams.prediction)}
+    labels = {prediction_field(prefix): classification_document(cams.prediction)}
     for cam in cams.methods:
-        labels[heatmap_field(prefix, cam.method)] = _heatmap_document(map_paths[cam.method])
+        labels[heatmap_field(prefix, cam.method)] = heatmap_document(map_paths[cam.method])
         labels[boxes_field(prefix, cam.method)] = _detections_document(cam, cams.width, cams.height)
     return labels
 
 
-def _field_schema(options: CamFieldOptions) -> dict[str, str]:
+def field_schema(options: CamFieldOptions) -> dict[str, str]:
     """FiftyOne's type strings of the label fields, each followed by the camserve attributes
     its labels carry (declared, so that the App can filter on them)."""
-    schema = {prediction_field(options.prefix): _embedded("Classification")}
+    schema = {prediction_field(options.prefix): embedded("Classification")}
     schema[f"{prediction_field(options.prefix)}.class_index"] = INT_FIELD
     for method in options.methods:
         boxes = boxes_field(options.prefix, method)
-        schema[heatmap_field(options.prefix, method)] = _embedded("Heatmap")
-        schema[boxes] = _embedded("Detections")
+        schema[heatmap_field(options.prefix, method)] = embedded("Heatmap")
+        schema[boxes] = embedded("Detections")
         schema[f"{boxes}.detections.class_index"] = INT_FIELD
         schema[f"{boxes}.detections.region_score"] = FLOAT_FIELD
         schema[f"{boxes}.detections.area"] = INT_FIELD
     return schema
 
 
-def _embedded(label_class: str) -> str:
+def embedded(label_class: str) -> str:
     return f"fiftyone.core.fields.EmbeddedDocumentField({LABELS_MODULE}.{label_class})"
 
 
@@ -217,7 +229,7 @@ def dataset_document(
     return {
         "name": name,
         "media_type": "image",
-        "sample_fields": _field_schema(options),
+        "sample_fields": field_schema(options),
         "info": {"camserve": dict(info)},
         "samples": samples,
     }

@@ -22,6 +22,7 @@ import importlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -60,6 +61,7 @@ __all__ = [
     "ExportSummary",
     "FiftyOneMissingError",
     "ImageCams",
+    "LoadedImage",
     "MethodCam",
     "Prediction",
     "SampleLike",
@@ -68,7 +70,9 @@ __all__ = [
     "boxes_field",
     "cam_labels",
     "dataset_document",
+    "distinct_files",
     "explain_images",
+    "explained_files",
     "export_images",
     "fiftyone_labels",
     "heatmap_field",
@@ -76,6 +80,7 @@ __all__ = [
     "method_slug",
     "prediction_field",
     "relative_box",
+    "sample_document",
 ]
 
 SAMPLES_FILE = "samples.json"
@@ -83,6 +88,7 @@ HEATMAPS_DIR = "heatmaps"
 DEFAULT_OPTIONS = CamFieldOptions()
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class FiftyOneMissingError(CamserveError):
@@ -174,9 +180,10 @@ def _method_cam(
 # ------------------------------------------------------------------ sample documents
 
 
-def _sample_document(
-    filepath: Path, image: _LoadedImage, labels: dict[str, dict[str, Any]]
+def sample_document(
+    filepath: Path, image: LoadedImage, labels: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
+    """A sample of ``samples.json``: the file, its metadata and its label documents."""
     metadata: dict[str, Any] = {
         "_cls": "ImageMetadata",
         "size_bytes": image.size_bytes,
@@ -208,15 +215,17 @@ def _write_heatmaps(cams: ImageCams, paths: Mapping[str, Path]) -> None:
 
 
 @dataclass(frozen=True)
-class _LoadedImage:
+class LoadedImage:
+    """An input file's decoded image and its size on disk."""
+
     decoded: DecodedImage
     size_bytes: int
 
 
-def _load(path: Path, max_pixels: int) -> _LoadedImage | Skipped:
+def _load(path: Path, max_pixels: int) -> LoadedImage | Skipped:
     try:
         data = path.read_bytes()
-        return _LoadedImage(decode_image(data, max_pixels=max_pixels), len(data))
+        return LoadedImage(decode_image(data, max_pixels=max_pixels), len(data))
     except (ImageError, OSError) as error:
         return Skipped(str(path), str(error))
 
@@ -227,23 +236,20 @@ def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
-def _explained(
-    engine: CamEngine,
+def explained_files(
+    explain: Callable[[list[Tensor]], Sequence[R]],
     items: Iterable[T],
     path_of: Callable[[T], Path],
     options: CamFieldOptions,
-) -> Iterator[tuple[T, tuple[_LoadedImage, ImageCams] | Skipped]]:
-    """Each item with its image and explanation, or why it was skipped; in order, in batches."""
+) -> Iterator[tuple[T, tuple[LoadedImage, R] | Skipped]]:
+    """Each item with its image and ``explain``'s answer for it, or why it was skipped; in
+    order, ``options.batch_size`` images per call of ``explain``."""
     for chunk in _chunks(items, options.batch_size):
         loaded = [(item, _load(path_of(item), options.max_pixels)) for item in chunk]
-        readable = [image for _, image in loaded if isinstance(image, _LoadedImage)]
-        explained = iter(
-            explain_images(engine, [image.decoded.pixels for image in readable], options)
-            if readable
-            else []
-        )
+        readable = [image for _, image in loaded if isinstance(image, LoadedImage)]
+        explained = iter(explain([image.decoded.pixels for image in readable]) if readable else [])
         for item, image in loaded:
-            yield item, ((image, next(explained)) if isinstance(image, _LoadedImage) else image)
+            yield item, ((image, next(explained)) if isinstance(image, LoadedImage) else image)
 
 
 # ------------------------------------------------------------------ the two ways out
@@ -265,7 +271,8 @@ def export_images(
     heatmaps_dir = output / HEATMAPS_DIR
     samples: list[dict[str, Any]] = []
     skipped: list[Skipped] = []
-    for item, outcome in _explained(engine, _distinct(files), lambda f: f.path, options):
+    explain = partial(explain_images, engine, options=options)
+    for item, outcome in explained_files(explain, distinct_files(files), lambda f: f.path, options):
         if isinstance(outcome, Skipped):
             skipped.append(outcome)
         else:
@@ -273,7 +280,7 @@ def export_images(
             paths = {m: heatmap_path(heatmaps_dir, m, item.relative) for m in options.methods}
             _write_heatmaps(cams, paths)
             labels = cam_labels(cams, paths, options.prefix)
-            samples.append(_sample_document(item.path.resolve(), image, labels))
+            samples.append(sample_document(item.path.resolve(), image, labels))
         on_done()
     samples_path = output / SAMPLES_FILE
     document = dataset_document(name, samples, options, info)
@@ -282,7 +289,7 @@ def export_images(
     return ExportSummary(samples_path, len(samples), skipped)
 
 
-def _distinct(files: Sequence[InputFile]) -> list[InputFile]:
+def distinct_files(files: Sequence[InputFile]) -> list[InputFile]:
     """``files`` without repeats of the same file; two different files must not share a
     relative path, which names their heatmaps."""
     sources: dict[Path, Path] = {}
@@ -321,7 +328,8 @@ def add_cam_fields(
     make_label = to_label or fiftyone_labels()
     root = heatmaps_dir.resolve()
     skipped: list[Skipped] = []
-    for sample, outcome in _explained(engine, samples, lambda s: Path(s.filepath), options):
+    explain = partial(explain_images, engine, options=options)
+    for sample, outcome in explained_files(explain, samples, lambda s: Path(s.filepath), options):
         if isinstance(outcome, Skipped):
             skipped.append(outcome)
         else:

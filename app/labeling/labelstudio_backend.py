@@ -3,7 +3,9 @@
 For each task, the image each ``Image`` tag reads is fetched (see ``task_images``), explained
 once by the batching worker for the model's most likely classes, and every control gets the
 most likely classes that map to its labels: boxes, polygons and brush masks from those classes'
-CAM regions, or the class itself for ``Choices``. Tasks are explained concurrently, so the
+CAM regions, or the class itself for ``Choices``. A detector or segmenter fills the controls
+with what it predicts itself instead (``labelstudio_dense``): a detector's boxes above the
+``labelstudio_score_threshold``, a segmenter's masks. Tasks are explained concurrently, so the
 worker batches them, but only as many at once as its queue takes. A task whose image cannot be
 had fails the whole request with that task's error (Label Studio then logs it and stores
 nothing).
@@ -12,14 +14,16 @@ nothing).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from app import __version__
 from app.engine.errors import ExplanationError
 from app.engine.images.regions import Region, Threshold, find_regions, parse_threshold
+from app.engine.methods import get_method
 from app.labeling.label_config import ImageControls, LabelControl, parse_label_config
+from app.labeling.labelstudio_dense import dense_results
 from app.labeling.labelstudio_results import LabeledClass, control_results
 from app.labeling.task_images import TaskImageFetcher
 from app.serving.service import ExplainRequest, Outcome, Service
@@ -38,6 +42,8 @@ class PredictionOptions:
     largest_only: bool
     classes: int
     label_map: Mapping[str, str]
+    score_threshold: float = 0.5
+    """Detectors: the detections scoring above this become boxes."""
 
 
 class LabelStudioBackend:
@@ -61,6 +67,7 @@ class LabelStudioBackend:
             largest_only=settings.labelstudio_regions == "largest",
             classes=settings.labelstudio_classes,
             label_map=settings.labelstudio_label_map,
+            score_threshold=settings.labelstudio_score_threshold,
         )
         return cls(service, fetcher, options)
 
@@ -116,6 +123,19 @@ class LabelStudioBackend:
             data = await self.fetcher.fetch(reference, task_id=_task_id(task))
             outcome = await self._explain(data, deadline, disconnected)
             size = (outcome.image.width, outcome.image.height)
+            dense = outcome.result.dense
+            if dense is not None:
+                found, found_scores = await self.service.in_pool(
+                    dense_results,
+                    image.controls,
+                    dense,
+                    outcome.model.labels,
+                    self.options.label_map,
+                    size,
+                )
+                results += found
+                scores += found_scores
+                continue
             regions_by_rank: dict[int, list[Region]] = {}
             for control in image.controls:
                 classes = await self._labeled_classes(control, outcome, regions_by_rank)
@@ -128,9 +148,24 @@ class LabelStudioBackend:
         }
 
     def _request(self, top_k: int) -> ExplainRequest:
+        """The request for the configured model: a classifier's ``top_k`` classes; a detector's
+        detections above the score threshold, none of them explained (the boxes are what
+        Label Studio gets); a segmenter's largest class (its masks come with every answer)."""
         options = self.options
+        model = self.service.hub.get(options.model)
+        if model.task == "detection":
+            return ExplainRequest(
+                model=options.model,
+                methods=(_detector_method(options.method, model.methods, model.method),),
+                layer=options.layer,
+                score_threshold=options.score_threshold,
+                max_detections=0,
+            )
         return ExplainRequest(
-            model=options.model, methods=(options.method,), layer=options.layer, top_k=top_k
+            model=options.model,
+            methods=(options.method,),
+            layer=options.layer,
+            top_k=1 if model.task == "segmentation" else top_k,
         )
 
     async def _explain(
@@ -168,6 +203,12 @@ class LabelStudioBackend:
             if len(chosen) == self.options.classes:
                 break
         return chosen
+
+
+def _detector_method(configured: str, methods: Sequence[str], default: str) -> str:
+    """The configured method, or the detector's own where it takes no such method (a one-stage
+    detector takes Eigen-CAM only): its maps are not asked for, only its boxes."""
+    return configured if get_method(configured).name in methods else default
 
 
 def _image_reference(task: dict[str, Any], image: ImageControls) -> str:

@@ -17,10 +17,14 @@ __all__ = [
     "PREDICTIONS",
     "BatchAbandonedError",
     "BatchKey",
+    "DenseAnswer",
+    "DetectionOptions",
+    "FoundObject",
     "Job",
     "JobResult",
     "MethodMaps",
     "Reservation",
+    "Segment",
 ]
 
 PREDICTIONS = 20
@@ -39,6 +43,54 @@ class BatchKey:
     model: str
     layers: tuple[str, ...]
     ranks: int
+    detection: DetectionOptions | None = None
+    """A detector's batch-wide options (``None`` for classifiers and segmenters)."""
+
+
+@dataclass(frozen=True)
+class DetectionOptions:
+    """What a detection request asks of the detector's one pass."""
+
+    score_threshold: float
+    """Detections scoring at or below this are dropped."""
+    max_detections: int
+    """How many of the detections (best first) are explained."""
+
+
+@dataclass(frozen=True)
+class FoundObject:
+    """A detection, or a box a request names: (x0, y0, x1, y1) in original pixels."""
+
+    box: tuple[float, float, float, float]
+    class_index: int
+    score: float
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One class a segmenter predicts somewhere in the image: its mask at the original size."""
+
+    class_index: int
+    area: int
+    """Pixels predicted as the class."""
+    fraction: float
+    """``area`` over the image's pixels."""
+    mask: NDArray[np.bool_]
+    """(H, W)."""
+
+
+@dataclass(frozen=True)
+class DenseAnswer:
+    """What a detector or segmenter found, beside the maps of a ``JobResult``."""
+
+    detections: list[FoundObject] = field(default_factory=list)
+    """A detector's detections above the score threshold, best first."""
+    explained: list[FoundObject] = field(default_factory=list)
+    """A detector's explained boxes, one per map rank."""
+    detection_of: list[int | None] = field(default_factory=list)
+    """Each explained box's index in ``detections`` (``None``: a box the request named)."""
+    segments: list[Segment] = field(default_factory=list)
+    """A segmenter's classes present, largest first."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +129,8 @@ class JobResult:
     queue_wait_s: float
     compute_s: float
     batch_size: int
+    dense: DenseAnswer | None = None
+    """What a detector or segmenter found (``None`` for classifiers)."""
 
 
 @dataclass(eq=False)
@@ -93,6 +147,8 @@ class Job:
     """``time.monotonic()`` after which the result is no longer wanted."""
     enqueued_at: float = field(default_factory=time.monotonic)
     cancelled: bool = False
+    box: tuple[float, float, float, float] | None = None
+    """A detector's box to explain (with ``target`` as its class), in original pixels."""
 
     def resolve(self, result: JobResult | BaseException) -> None:
         """Hand ``result`` to the waiting coroutine, from any thread."""

@@ -9,11 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from app.config import Settings
 from app.engine.devices import resolve_device
-from app.engine.engine import CamEngine
 from app.serving.prometheus import Metrics
 from app.serving.served_models import ModelHub
 from app.serving.service import Service
-from app.serving.worker import BatchingWorker
+from app.serving.worker import BatchingWorker, Explainer
 
 __all__ = ["build_service"]
 
@@ -31,7 +30,7 @@ def build_service(
     hub = ModelHub(settings)
     metrics = Metrics(resolve_device(settings.device))
 
-    def startup() -> dict[str, CamEngine]:
+    def startup() -> dict[str, Explainer]:
         try:
             engines = hub.load_all()
         except Exception as error:

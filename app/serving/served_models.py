@@ -18,14 +18,15 @@ import torch
 from app.config import Settings
 from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
-from app.engine.errors import CamserveError, InvalidTargetError, ManifestError, UnknownModelError
+from app.engine.errors import CamserveError, ManifestError, UnknownModelError
 from app.engine.fusion import FUSED_LAYER, default_layer
-from app.engine.methods import DEFAULT_METHOD, METHODS, get_method
+from app.engine.methods import DEFAULT_METHOD, get_method
 from app.engine.models.manifest import ModelSpec, load_manifests
 from app.engine.models.registry import LoadedModel, load_model
-from app.engine.targets import class_index
+from app.serving.dense_models import load_dense_explainer
 from app.serving.errors import NotReadyError
-from app.serving.worker import warm_up
+from app.serving.served_model import ServedModel
+from app.serving.worker import Explainer, warm_up
 
 __all__ = [
     "HubSnapshot",
@@ -34,6 +35,7 @@ __all__ = [
     "ServedModel",
     "find_spec",
     "first_loadable",
+    "load_classifier",
     "select_specs",
 ]
 
@@ -44,42 +46,6 @@ class LoadState(StrEnum):
     LOADING = "loading"
     READY = "ready"
     FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class ServedModel:
-    """What the API may know about a loaded model (the engine itself belongs to the worker)."""
-
-    name: str
-    architecture: str
-    weights: str
-    description: str
-    layer: str
-    method: str
-    """The method of a request that names none."""
-    candidate_layers: list[str]
-    layer_names: frozenset[str]
-    labels: list[str]
-    input_size: tuple[int, int]
-    device: str
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.labels)
-
-    @property
-    def methods(self) -> list[str]:
-        return list(METHODS)
-
-    def class_index(self, target: str) -> int:
-        """A request's target (index or label) as a class index in range."""
-        index = class_index(self.labels, target)
-        if not 0 <= index < self.num_classes:
-            raise InvalidTargetError(
-                f"class index {index} out of range: model {self.name!r} has {self.num_classes} "
-                f"classes (0-{self.num_classes - 1})"
-            )
-        return index
 
 
 @dataclass(frozen=True)
@@ -113,9 +79,9 @@ class ModelHub:
         self.specs = select_specs(self.settings.models_dir, self.settings.models)
         self.states = {spec.name: LoadState.LOADING for spec in self.specs}
 
-    def load_all(self) -> dict[str, CamEngine]:
+    def load_all(self) -> dict[str, Explainer]:
         """Load and warm every model (on the worker thread); returns the engines that work."""
-        engines: dict[str, CamEngine] = {}
+        engines: dict[str, Explainer] = {}
         try:
             device = resolve_device(self.settings.device)
             autocast = parse_autocast(self.settings.autocast, device)
@@ -135,17 +101,15 @@ class ModelHub:
 
     def _load_one(
         self, spec: ModelSpec, device: torch.device, autocast: torch.dtype | None
-    ) -> CamEngine | None:
+    ) -> Explainer | None:
+        load = load_classifier if spec.task == "classification" else load_dense_explainer
         try:
-            method = get_method(spec.method or DEFAULT_METHOD).name
-            loaded = load_model(spec)
-            engine = CamEngine.from_loaded(
-                loaded,
+            explainer, served = load(
+                spec,
                 device=device,
                 autocast=autocast,
                 score_cam_batch_size=self.settings.score_cam_batch_size,
             )
-            warm_up(engine)
         except CamserveError as error:
             self._fail(spec.name, str(error))
             return None
@@ -153,27 +117,14 @@ class ModelHub:
             logger.exception("model %s failed to load", spec.name)
             self._fail(spec.name, f"model {spec.name!r}: {type(error).__name__}: {error}")
             return None
-        fused = [FUSED_LAYER] if engine.fusion_layers else []
-        served = ServedModel(
-            name=spec.name,
-            architecture=spec.architecture,
-            weights=loaded.weights,
-            description=spec.description,
-            layer=default_layer(engine.layer, engine.fusion_layers),
-            method=method,
-            candidate_layers=[*fused, *engine.candidate_layers],
-            layer_names=frozenset(
-                [*fused, *(name for name, _ in engine.model.named_modules() if name)]
-            ),
-            labels=list(loaded.labels),
-            input_size=engine.preprocessing.input_size,
-            device=str(engine.device),
-        )
+        self._ready(served)
+        return explainer
+
+    def _ready(self, served: ServedModel) -> None:
         with self._lock:
-            self.models[spec.name] = served
-            self.states[spec.name] = LoadState.READY
-        logger.info("model %s ready on %s (%s)", spec.name, engine.device, loaded.weights)
-        return engine
+            self.models[served.name] = served
+            self.states[served.name] = LoadState.READY
+        logger.info("model %s ready on %s (%s)", served.name, served.device, served.weights)
 
     def _fail(self, name: str, message: str) -> None:
         with self._lock:
@@ -213,6 +164,39 @@ class ModelHub:
             detail = f" ({failures[name]})" if name in failures else ""
             raise UnknownModelError(f"unknown model {name!r}{detail}; served models: {known}")
         return model
+
+
+def load_classifier(
+    spec: ModelSpec,
+    *,
+    device: torch.device,
+    autocast: torch.dtype | None,
+    score_cam_batch_size: int,
+) -> tuple[CamEngine, ServedModel]:
+    """A classifier's engine on ``device``, warmed up, and what the API says of it."""
+    method = get_method(spec.method or DEFAULT_METHOD).name
+    loaded = load_model(spec)
+    engine = CamEngine.from_loaded(
+        loaded, device=device, autocast=autocast, score_cam_batch_size=score_cam_batch_size
+    )
+    warm_up(engine)
+    fused = [FUSED_LAYER] if engine.fusion_layers else []
+    served = ServedModel(
+        name=spec.name,
+        architecture=spec.architecture,
+        weights=loaded.weights,
+        description=spec.description,
+        layer=default_layer(engine.layer, engine.fusion_layers),
+        method=method,
+        candidate_layers=[*fused, *engine.candidate_layers],
+        layer_names=frozenset(
+            [*fused, *(name for name, _ in engine.model.named_modules() if name)]
+        ),
+        labels=list(loaded.labels),
+        input_size=engine.preprocessing.input_size,
+        device=str(engine.device),
+    )
+    return engine, served
 
 
 def select_specs(models_dir: Path, names: Sequence[str]) -> list[ModelSpec]:

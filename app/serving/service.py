@@ -27,11 +27,30 @@ from app.engine.images.imaging import DecodedImage, decode_image, encode_image
 from app.engine.images.render import validate_alpha
 from app.engine.methods import get_method
 from app.serving.errors import DeadlineExceededError, ShuttingDownError
+from app.serving.jobs import DetectionOptions
 from app.serving.prometheus import Metrics
 from app.serving.served_models import ModelHub, ServedModel
+from app.serving.task_options import (
+    DEFAULT_MAX_DETECTIONS,
+    DEFAULT_SCORE_THRESHOLD,
+    MAX_DETECTIONS,
+    check_box_inside,
+    check_task_options,
+    detection_request,
+    region_request,
+)
 from app.serving.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions, Reservation
 
-__all__ = ["ClientDisconnectedError", "ExplainRequest", "Outcome", "Service", "ValidRequest"]
+__all__ = [
+    "DEFAULT_MAX_DETECTIONS",
+    "DEFAULT_SCORE_THRESHOLD",
+    "MAX_DETECTIONS",
+    "ClientDisconnectedError",
+    "ExplainRequest",
+    "Outcome",
+    "Service",
+    "ValidRequest",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -52,6 +71,16 @@ class ExplainRequest:
     top_k: int = 1
     alpha: float = 0.5
     colormap: str = "jet"
+    score_threshold: float | None = None
+    """Detectors: keep detections scoring above this (default ``DEFAULT_SCORE_THRESHOLD``)."""
+    max_detections: int | None = None
+    """Detectors: explain the first n detections (default ``DEFAULT_MAX_DETECTIONS``)."""
+    box: str | None = None
+    """Detectors: ``"x0,y0,x1,y1"`` to explain as a detection of ``target``."""
+    predictions: int | None = None
+    """How many predictions the answer lists (classifiers and segmenters)."""
+    single: bool = False
+    """One map is answered (``/v1/cam``): a detector explains its best detection only."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +93,8 @@ class ValidRequest:
     target: int | None
     top_k: int
     render: RenderOptions
+    detection: DetectionOptions | None = None
+    box: tuple[float, float, float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,8 +119,10 @@ class Service:
     def validate(self, wanted: ExplainRequest) -> ValidRequest:
         """Check the parameters against the served model before any image byte is read."""
         model = self.hub.get(wanted.model)
+        check_task_options(model, wanted)
         names = wanted.methods or (model.method,)
         methods = tuple(dict.fromkeys(get_method(name).name for name in names))
+        model.check_methods(methods)
         layers = tuple(dict.fromkeys(_split(wanted.layer))) or (model.layer,)
         for layer in layers:
             if layer not in model.layer_names:
@@ -105,7 +138,10 @@ class Service:
             raise InvalidTargetError("give either a target or top_k, not both")
         target = None if wanted.target is None else model.class_index(wanted.target)
         render = RenderOptions(validate_alpha(wanted.alpha), colormap)
-        return ValidRequest(model, methods, layers, target, wanted.top_k, render)
+        valid = ValidRequest(model, methods, layers, target, wanted.top_k, render)
+        if model.task == "detection":
+            return detection_request(valid, wanted)
+        return region_request(valid, wanted)
 
     async def explain(
         self,
@@ -119,14 +155,17 @@ class Service:
         """Decode ``data``, queue one job for every method and layer, and wait for it (in the
         queue slot ``reservation`` holds, when given)."""
         image = await self.in_pool(decode_image, data, max_pixels=self.settings.max_pixels)
+        if valid.box is not None:
+            check_box_inside(valid.box, (image.height, image.width))
         job = Job(
-            key=BatchKey(valid.model.name, valid.layers, valid.top_k),
+            key=BatchKey(valid.model.name, valid.layers, valid.top_k, valid.detection),
             methods=valid.methods,
             image=image.pixels,
             target=valid.target,
             render=valid.render,
             future=asyncio.get_running_loop().create_future(),
             deadline=deadline,
+            box=valid.box,
         )
         self.worker.submit([job], reservation)
         (result,) = await self._wait([job], deadline, disconnected)

@@ -19,6 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,6 +28,8 @@ from torch import Tensor
 from app.engine.engine import BatchExplanation, CamEngine
 from app.engine.errors import ExplanationError, UnknownModelError
 from app.engine.images.render import RenderedImage, RenderOptions
+from app.engine.models.segmenters import explaining_regions
+from app.serving.detector_jobs import DetectorExplainer
 from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 from app.serving.jobs import (
     PREDICTIONS,
@@ -38,12 +41,19 @@ from app.serving.jobs import (
     Reservation,
 )
 from app.serving.prometheus import Metrics
+from app.serving.segmenter_jobs import (
+    is_segmenter,
+    job_regions,
+    prepare_layers,
+    with_segments,
+)
 
 __all__ = [
     "PREDICTIONS",
     "BatchAbandonedError",
     "BatchKey",
     "BatchingWorker",
+    "Explainer",
     "Job",
     "JobResult",
     "MethodMaps",
@@ -52,6 +62,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+Explainer = CamEngine | DetectorExplainer
+"""What the worker holds per model: the classifier engine (classifiers, and segmenters seen as
+classifiers of their masks) or a detector's."""
 
 
 class BatchingWorker:
@@ -64,14 +78,14 @@ class BatchingWorker:
         max_wait_s: float,
         queue_size: int,
         metrics: Metrics,
-        startup: Callable[[], dict[str, CamEngine]],
+        startup: Callable[[], dict[str, Explainer]],
     ) -> None:
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_s
         self.queue_size = queue_size
         self._metrics = metrics
         self._startup = startup
-        self._engines: dict[str, CamEngine] = {}
+        self._engines: dict[str, Explainer] = {}
         self._queue: deque[Job] = deque()
         self._reserved = 0
         self._idle_since = time.monotonic()
@@ -258,18 +272,29 @@ class BatchingWorker:
         engine = self._engines.get(key.model)
         if engine is None:
             raise UnknownModelError(f"model {key.model!r} is not loaded")
+        checkpoint = partial(_abandon_if_unwanted, jobs)
+        if isinstance(engine, DetectorExplainer):
+            return engine.results(jobs, started, checkpoint)
+        segmenter = is_segmenter(engine)
+        if segmenter:
+            prepare_layers(engine, key.layers)
         methods = list(dict.fromkeys(method for job in jobs for method in job.methods))
-        explained = engine.explain_all(
-            [job.image.to(engine.device, non_blocking=True) for job in jobs],
-            methods,
-            [job.target for job in jobs],
-            top_k=key.ranks,
-            layers=key.layers,
-            options=[job.render for job in jobs],
-            wanted=[job.methods for job in jobs],
-            checkpoint=lambda: _abandon_if_unwanted(jobs),
-        )
-        return _results(explained, jobs, started, key.ranks)
+        regions = job_regions(engine, jobs) if segmenter else None
+        with explaining_regions(engine.model, regions):
+            explained = engine.explain_all(
+                [job.image.to(engine.device, non_blocking=True) for job in jobs],
+                methods,
+                [job.target for job in jobs],
+                top_k=key.ranks,
+                layers=key.layers,
+                options=[job.render for job in jobs],
+                wanted=[job.methods for job in jobs],
+                checkpoint=checkpoint,
+            )
+        results = _results(explained, jobs, started, key.ranks)
+        if segmenter:
+            with_segments(engine, jobs, results)
+        return results
 
 
 def _abandon_if_unwanted(jobs: Sequence[Job]) -> None:

@@ -22,6 +22,7 @@ from tests.support import TINY_LABELS, write_test_models
 MODEL_FIELDS = {
     "name",
     "architecture",
+    "task",
     "description",
     "weights",
     "num_classes",

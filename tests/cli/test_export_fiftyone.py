@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from app.cli import cli
 from scripts.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
-from tests.support import TINY_LABELS, write_image_folder, write_test_models
+from tests.support import TINY_LABELS, write_dense_models, write_image_folder, write_test_models
 
 runner = CliRunner()
 
@@ -179,3 +179,45 @@ def test_fiftyone_loads_what_the_command_writes(
         boxes = sample["labels"]["cam_scorecam_boxes"]["detections"]
         assert boxes
         assert all(box["label"] in TINY_LABELS for box in boxes)
+
+
+def test_a_detector_exports_its_boxes_and_a_heatmap_per_explained_detection(
+    images: Path, tmp_path: Path
+) -> None:
+    dense = write_dense_models(tmp_path / "dense")
+    out = tmp_path / "out"
+    result = runner.invoke(
+        cli,
+        [
+            "export-fiftyone",
+            str(images / "a.png"),
+            "-o",
+            str(out),
+            "--model",
+            "boxes",
+            "--models-dir",
+            str(dense),
+            "--method",
+            "eigencam",
+            "--score-threshold",
+            "0",
+            "--max-detections",
+            "1",
+            "--device",
+            "cpu",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "samples.json").read_text())
+    assert document["info"]["camserve"]["score_threshold"] == 0.0
+    assert document["info"]["camserve"]["max_detections"] == 1
+    assert set(document["sample_fields"]) >= {"cam_detections", "cam_eigencam_1"}
+    (sample,) = document["samples"]
+    detections = sample["cam_detections"]["detections"]
+    assert [d["rank"] for d in detections] == list(range(1, len(detections) + 1))
+    assert len(detections) > 1
+    heatmap = Path(sample["cam_eigencam_1"]["map_path"])
+    assert heatmap == out.resolve() / "heatmaps" / "eigencam" / "a.png.1.png"
+    with Image.open(heatmap) as loaded:
+        assert loaded.size == SIZES["a.png"]
+    assert "cam_eigencam_2" not in sample

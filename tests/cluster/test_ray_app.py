@@ -15,18 +15,26 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 import ray
 import yaml
+from fastapi.testclient import TestClient
 from ray import serve
 from ray.serve.schema import ServeDeploySchema
 
+from app.api.application import create_app
 from app.cluster.ray_app import RayAppArgs, build_app, deployment_options
 from app.config import load_settings
 from scripts.ray_cluster import LocalRay, local_ray, replica_counts
-from tests.api.helpers import assert_same_explain_body
+from tests.api.helpers import (
+    assert_same_explain_body,
+    make_settings,
+    post_image,
+    wait_ready,
+)
 from tests.integration.live import LiveServer, live_server
-from tests.support import image_bytes
+from tests.support import image_bytes, write_dense_models
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS_DIR = REPO / "models"
@@ -353,3 +361,58 @@ def test_autoscaling_adds_a_replica_under_load_and_removes_it_when_idle(
     started = time.monotonic()
     wait_for_replicas(1, 60)
     record_property("autoscaling_seconds_to_scale_down", round(time.monotonic() - started, 1))
+
+
+def test_detectors_and_segmenters_are_served_through_ray_unchanged(
+    cluster: LocalRay, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The same application with a detector and a segmenter: each replica loads them, and their
+    answers through Ray are those of camserve in one process."""
+    dense_dir = write_dense_models(tmp_path_factory.mktemp("ray-dense"))
+    settings = {**SETTINGS, "models": "boxes,regions"}
+    serve.run(
+        build_app({"models_dir": str(dense_dir), "settings": settings, "replicas": 1}),
+        name=APP,
+        route_prefix="/",
+    )
+    wait_for_replicas(1, 120)
+    local_settings = make_settings(dense_dir, torch_threads=1, models=["boxes", "regions"])
+    with TestClient(create_app(local_settings)) as local, httpx.Client(timeout=60) as client:
+        wait_ready(local, 180)
+        for params in (
+            {"model": "boxes", "score_threshold": 0, "max_detections": 2, "include": "raw_map"},
+            {"model": "regions", "include": "raw_map", "method": "gradcam,eigencam"},
+        ):
+            data = image_bytes(120, 90, seed=11)
+            mine = client.post(
+                cluster.url("/v1/explain"),
+                content=data,
+                params=params,
+                headers={"content-type": "image/png", **AUTH},
+            )
+            assert mine.status_code == 200, mine.text
+            theirs = post_image(local, "/v1/explain", data, params=params).json()
+            assert_same_dense_body(mine.json(), theirs)
+
+
+def box_rows(body: dict[str, Any]) -> np.ndarray[Any, Any]:
+    fields = ("x0", "y0", "x1", "y1", "score")
+    return np.array([[found[k] for k in fields] for found in body.get("detections", [])])
+
+
+def assert_same_dense_body(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert got["task"] == want["task"]
+    assert got.get("segments") == want.get("segments")
+    boxes = [[d[k] for k in ("x0", "y0", "x1", "y1", "score")] for d in got.get("detections", [])]
+    expected = [
+        [d[k] for k in ("x0", "y0", "x1", "y1", "score")] for d in want.get("detections", [])
+    ]
+    np.testing.assert_allclose(np.array(boxes), np.array(expected), atol=1e-3)
+    assert len(got["explanations"]) == len(want["explanations"])
+    for mine, theirs in zip(got["explanations"], want["explanations"], strict=True):
+        assert (mine["method"], mine["class_index"], mine.get("detection")) == (
+            theirs["method"],
+            theirs["class_index"],
+            theirs.get("detection"),
+        )
+        np.testing.assert_allclose(mine["raw_map"], theirs["raw_map"], atol=1e-4)

@@ -240,7 +240,7 @@ def test_a_given_box_is_explained_and_checked() -> None:
         ("10,20,110", "person", "four numbers"),
         ("10,20,x,90", "person", "four numbers"),
         ("10,20,210,90", "person", "not a box inside the 200 x 100 image"),
-        ("50,20,40,90", "person", "not a box inside"),
+        ("50,20,40,90", "person", "is empty: it needs x0 < x1"),
         ("-1,20,40,90", "person", "not a box inside"),
         ("10,20,110,90", "giraffe", "unknown class label 'giraffe'"),
         ("10,20,110,90", "__background__", "0 is the background"),

@@ -14,6 +14,7 @@ import pytest
 
 from app.labeling.label_config import CONTROL_KINDS, parse_label_config
 from app.quality.scenes import SHAPES
+from scripts.labelstudio_detection import IMAGE_SIZE, detection_config, pixel_box
 from scripts.labelstudio_e2e import (
     INSTALL_HINT,
     label_config,
@@ -57,6 +58,19 @@ def test_label_studio_stores_camserve_predictions(tmp_path: Path) -> None:
     assert requests[("/labelstudio/webhook", "200")] >= 1  # ANNOTATION_CREATED
     assert {status for _, status in requests} == {"200"}
 
+    detection = report.detection
+    assert detection is not None
+    assert detection.model_version.split(":")[1:3] == ["boxes", "gradcam"]
+    assert detection.expected, "the random detector lists boxes at a score threshold of 0"
+    rectangles = detection.rectangles()
+    assert len(rectangles) == len(detection.expected)
+    for result, found in zip(rectangles, detection.expected, strict=True):
+        assert result["value"]["rectanglelabels"] == [found["label"]]
+        assert result["score"] == pytest.approx(found["score"])
+        box = pixel_box(result)
+        assert box == pytest.approx((found["x0"], found["y0"], found["x1"], found["y1"]), abs=1e-3)
+        assert (result["original_width"], result["original_height"]) == IMAGE_SIZE
+
 
 def rectangle_pixels(
     prediction: dict[str, Any], size: tuple[int, int]
@@ -72,6 +86,12 @@ def test_the_label_config_asks_for_every_control_with_the_model_labels() -> None
     assert image.data_key == "image"
     assert sorted(control.kind for control in image.controls) == sorted(CONTROL_KINDS)
     assert {control.labels for control in image.controls} == {SHAPES}
+
+
+def test_the_detection_config_has_rectangles_of_the_labels_given() -> None:
+    (image,) = parse_label_config(detection_config(["dog", "person"]))
+    (control,) = image.controls
+    assert (control.kind, control.labels) == ("rectanglelabels", ("dog", "person"))
 
 
 def test_the_scenes_differ_in_class_size_and_source() -> None:

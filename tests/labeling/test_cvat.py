@@ -175,3 +175,23 @@ def test_shapes_are_parsed_in_a_fixed_order() -> None:
     for bad in ("", "ellipse", "rectangle,points"):
         with pytest.raises(ValueError, match="rectangle, polygon, mask"):
             parse_shapes(bad)
+
+
+@pytest.mark.parametrize(("task", "shape"), [("detection", "rectangle"), ("segmentation", "mask")])
+def test_a_dense_models_function_returns_its_own_shapes_without_the_background(
+    task: str, shape: str
+) -> None:
+    labels = ["__background__", "cat", "dog"]
+    options = FunctionOptions(model="m", labels=labels, task=task, score_threshold="0.3")
+    assert options.shapes == (shape,)
+    document = parsed(options)
+    assert [(e["id"], e["name"], e["type"]) for e in spec_of(document)] == [
+        (1, "cat", shape),
+        (2, "dog", shape),
+    ]
+    env = env_of(document)
+    assert env["CAMSERVE_TASK"] == task
+    assert env["CAMSERVE_SHAPES"] == shape
+    assert ("CAMSERVE_SCORE_THRESHOLD" in env) == (task == "detection")
+    if task == "detection":
+        assert env["CAMSERVE_SCORE_THRESHOLD"] == "0.3"

@@ -125,9 +125,10 @@ class WebPage:
         return body
 
     def canvas(self, index: int = 0) -> NDArray[np.uint8]:
-        """The RGB pixels of the ``index``-th result canvas, as drawn."""
+        """The RGB pixels of the ``index``-th result card's picture (its heatmap canvas, not the
+        layers over it), as drawn."""
         url: str = self.page.evaluate(
-            "(i) => document.querySelectorAll('#results canvas')[i].toDataURL('image/png')", index
+            "(i) => document.querySelectorAll('#results canvas.heatmap')[i].toDataURL()", index
         )
         return rgb_of(base64.b64decode(url.split(",", 1)[1]))
 

@@ -207,9 +207,9 @@ def load_model(spec: ModelSpec) -> LoadedModel:
 def _require_classifier(spec: ModelSpec) -> None:
     if spec.task != "classification":
         raise ManifestError(
-            f"model {spec.name!r}: task {spec.task!r} is explained by the engine "
-            "(app.engine.detection_maps, models/dense.py); the server and the CLI serve "
-            "classifiers only so far"
+            f"model {spec.name!r}: task {spec.task!r} models load with "
+            "app.engine.models.dense.load_dense_model and are served by `camserve serve`; "
+            "this command explains classifiers"
         )
 
 

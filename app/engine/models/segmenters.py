@@ -9,6 +9,9 @@ batched, vmapped, hooked path of ``CamEngine`` applies unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
 import torch
 from torch import Tensor, nn
 
@@ -17,10 +20,13 @@ from app.engine.images.resize_policy import Placement, place_maps
 __all__ = [
     "SegmentationScores",
     "class_areas",
+    "explaining_regions",
     "largest_classes",
     "mask_scores",
     "predicted_masks",
+    "region_mask",
     "segment",
+    "target_ranking",
 ]
 
 
@@ -34,12 +40,20 @@ class SegmentationScores(nn.Module):
     """
 
     segmenter: nn.Module
+    last_scores: Tensor | None
+    """The last pass's per-pixel class scores (B, classes, H, W), detached: the masks and
+    areas of the images just explained, read after the pass instead of a second one."""
 
     def __init__(self, segmenter: nn.Module) -> None:
         super().__init__()
         for name, child in segmenter.named_children():
             self.add_module(name, child)
         object.__setattr__(self, "segmenter", segmenter)
+        self.last_scores = None
+        self.regions: list[Tensor | None] | None = None
+        """Per image of the next passes, a region (h, w) of the input to sum every class's
+        scores over instead of the class's predicted mask (``None``: the predicted mask);
+        set with ``explaining_regions``."""
 
     def scores(self, images: Tensor) -> Tensor:
         """The segmenter's per-pixel class scores (B, classes, H, W) at the input size."""
@@ -49,7 +63,54 @@ class SegmentationScores(nn.Module):
 
     def forward(self, images: Tensor) -> Tensor:
         scores = self.scores(images)
-        return mask_scores(scores, predicted_masks(scores))
+        self.last_scores = scores.detach()
+        return mask_scores(scores, self._masks(scores))
+
+    def _masks(self, scores: Tensor) -> Tensor:
+        masks = predicted_masks(scores)
+        if self.regions is None or len(self.regions) != len(scores):
+            return masks
+        for index, region in enumerate(self.regions):
+            if region is not None:
+                masks[index] = region.to(masks)  # broadcast over the classes
+        return masks
+
+
+@contextmanager
+def explaining_regions(model: nn.Module, regions: Sequence[Tensor | None] | None) -> Iterator[None]:
+    """Within the block, ``model`` (a ``SegmentationScores``) scores each image's classes over
+    its region (where one is given); any other model, or no region at all, is left alone."""
+    if not isinstance(model, SegmentationScores) or not regions or all(r is None for r in regions):
+        yield
+        return
+    model.regions = list(regions)
+    try:
+        yield
+    finally:
+        model.regions = None
+
+
+def region_mask(box: Sequence[float], placement: Placement) -> Tensor:
+    """(h, w) float mask of the model input's pixels whose centres fall inside ``box``
+    ((x0, y0, x1, y1) in original pixels, x1 and y1 exclusive), through the placement's
+    resize and offset: the region a request names, as the segmenter sees it."""
+    (height, width), (input_h, input_w) = placement.image_size, placement.input_size
+    (resized_h, resized_w), (top, left) = placement.resized, placement.offset
+    ys = (torch.arange(input_h) + 0.5 - top) * height / resized_h
+    xs = (torch.arange(input_w) + 0.5 - left) * width / resized_w
+    inside_y = (ys >= box[1]) & (ys < box[3])
+    inside_x = (xs >= box[0]) & (xs < box[2])
+    return (inside_y[:, None] & inside_x[None, :]).float()
+
+
+def target_ranking(model: nn.Module, logits: Tensor) -> Tensor:
+    """What a model's default targets are ranked by: a segmenter's classes by the area its
+    last pass predicted for them (the largest first), any other model's by its logits."""
+    if isinstance(model, SegmentationScores) and model.last_scores is not None:
+        areas = class_areas(model.last_scores)
+        if areas.shape == logits.shape:
+            return areas
+    return logits
 
 
 def predicted_masks(scores: Tensor) -> Tensor:

@@ -1,15 +1,20 @@
 // The page's controller. It lists the models, sends the image to /v1/explain, keeps every
-// explanation it got (by method and class), and repaints them in the browser when only the
-// opacity, the colormap or the boxes change, so those need no new request.
+// explanation it got (by method and class, or by method and detection for a detector), and
+// repaints them in the browser when only the opacity, the colormap or the boxes change, so those
+// need no new request. A detector's boxes are drawn over the cards and choosing one shows its
+// maps; a segmenter's masks are a layer the "Show the predicted masks" checkbox toggles.
 
 import { Api } from './api.js';
 import { ExplanationCard, methodName, percent } from './cards.js';
+import { drawDetections, listDetections, stageOf } from './detections.js';
+import { DetectorAnswers } from './detector.js';
 import { showFailedModels } from './failedmodels.js';
 import { ResultsGrid } from './grid.js';
 import { watchImageInput } from './imageinput.js';
 import { isRemembered, storedKey, storeKey } from './keystore.js';
 import { decodeHeatmap, decodeImage, loadColormaps } from './pixels.js';
 import { listSamples, markChosenSample, sampleFile, showSamples } from './samples.js';
+import { addMaskLayer, maskImage, showLegend, showMaskLayers } from './segments.js';
 import { Zoom } from './zoom.js';
 
 const COLORMAPS_URL = '/static/colormaps.json';
@@ -33,6 +38,18 @@ const ui = {
   layer: byId('layer'),
   methods: byId('methods'),
   classes: byId('classes'),
+  classesField: byId('classes-field'),
+  classesKind: byId('classes-kind'),
+  detectorFields: byId('detector-fields'),
+  scoreThreshold: byId('score-threshold'),
+  scoreThresholdValue: byId('score-threshold-value'),
+  maxDetections: byId('max-detections'),
+  detectionPanel: byId('detection-panel'),
+  detectionsNote: byId('detections-note'),
+  detections: byId('detections'),
+  segmentPanel: byId('segment-panel'),
+  showMasks: byId('show-masks'),
+  segmentLegend: byId('segment-legend'),
   alpha: byId('alpha'),
   alphaValue: byId('alpha-value'),
   colormap: byId('colormap'),
@@ -69,6 +86,10 @@ const state = {
   size: null, // {width, height} of the image as the server decoded it
   predictions: [], // the chosen model's top predictions for `file`
   explained: new Map(), // `${method}|${classIndex}` → {entry, heatmap}
+  detector: new DetectorAnswers(), // a detector's detections and their maps
+  selected: 0, // the index of the chosen detection
+  segments: [], // a segmenter's `segments`, largest first
+  masks: null, // ImageData of those segments' masks, coloured per class
   served: null, // {model, layer} of the latest answer
   cards: [],
   run: null, // AbortController of the update in progress
@@ -111,9 +132,14 @@ function bindControls() {
   for (const select of [ui.layer, ui.threshold]) {
     select.addEventListener('change', () => {
       state.explained.clear();
+      state.detector.reset();
       update();
     });
   }
+  ui.scoreThreshold.addEventListener('input', showScoreThreshold);
+  ui.scoreThreshold.addEventListener('change', update);
+  ui.maxDetections.addEventListener('change', update);
+  ui.showMasks.addEventListener('change', () => showMaskLayers(ui.results, ui.showMasks.checked));
   for (const group of [ui.methods, ui.classes]) {
     group.addEventListener('change', (event) => {
       keepOneChecked(group, event.target);
@@ -193,9 +219,23 @@ function currentModel() {
   return state.models.find((model) => model.name === ui.model.value) ?? null;
 }
 
+/** The chosen model's task: 'classification', 'detection' or 'segmentation'. */
+function currentTask() {
+  return currentModel()?.task ?? 'classification';
+}
+
+function isDetector() {
+  return currentTask() === 'detection';
+}
+
 function fillModelControls() {
   const model = currentModel();
   ui.modelDescription.textContent = model?.description ?? '';
+  // A detector explains its detections, not its top classes: the score threshold and the
+  // number of boxes replace the classes (top_k and predictions do not apply to it).
+  ui.detectorFields.hidden = !isDetector();
+  ui.classesField.hidden = isDetector();
+  ui.classesKind.textContent = currentTask() === 'segmentation' ? '(largest by area)' : '(top predictions)';
   ui.layer.replaceChildren(...layerOptions(model));
   fillMethods(model?.methods ?? [], model?.default_method);
 }
@@ -278,6 +318,12 @@ async function chooseSample(sample) {
 function forgetPredictions() {
   state.predictions = [];
   state.explained.clear();
+  state.detector.reset();
+  state.selected = 0;
+  state.segments = [];
+  state.masks = null;
+  ui.detectionPanel.hidden = true;
+  ui.segmentPanel.hidden = true;
   ui.classes.replaceChildren(classesHint);
   ui.headline.hidden = true;
 }
@@ -293,8 +339,12 @@ async function update() {
   clearError();
   setBusy(true);
   try {
-    if (state.predictions.length === 0) await explainTopPrediction(run.signal);
-    await explainChosen(run.signal);
+    if (isDetector()) {
+      await explainDetections(run.signal);
+    } else {
+      if (state.predictions.length === 0) await explainTopPrediction(run.signal);
+      await explainChosen(run.signal);
+    }
     state.original ??= await originalPixels(run.signal);
     render();
     setStatus(summary());
@@ -314,8 +364,11 @@ async function update() {
 async function explainTopPrediction(signal) {
   const response = await api.explain(state.file, requestParams(chosenMethods()), signal);
   await keep(response, signal);
-  state.predictions = response.predictions;
   state.size = { width: response.width, height: response.height };
+  state.masks = response.segments ? await maskImage(response.segments, state.size) : null;
+  throwIfAborted(signal);
+  state.predictions = response.predictions;
+  state.segments = response.segments ?? [];
   showHeadline(response);
   ui.classes.replaceChildren(
     ...response.predictions.map((prediction, rank) =>
@@ -331,7 +384,50 @@ function showHeadline(response) {
   if (!top) return;
   ui.headlineLabel.textContent = top.label;
   ui.headlineProbability.textContent = percent(top.probability);
-  ui.headlineModel.textContent = `top prediction of ${response.model}`;
+  const segmenter = response.task === 'segmentation';
+  ui.headlineModel.textContent = `${segmenter ? 'largest class' : 'top prediction'} of ${response.model}`;
+}
+
+/** A detector's view: boxes above the score threshold, at most the chosen number. */
+function detectorView() {
+  return {
+    threshold: Number(ui.scoreThreshold.value),
+    cap: Number(ui.maxDetections.value),
+    methods: chosenMethods(),
+  };
+}
+
+function showScoreThreshold() {
+  ui.scoreThresholdValue.textContent = Number(ui.scoreThreshold.value).toFixed(2);
+}
+
+/** The request a detector's view still needs, if any (see detector.js), and the chosen box. */
+async function explainDetections(signal) {
+  const view = detectorView();
+  const request = state.detector.needed(view);
+  if (request) {
+    const params = {
+      ...requestParams(request.methods),
+      score_threshold: request.threshold,
+      max_detections: request.cap,
+    };
+    const response = await api.explain(state.file, params, signal);
+    const explained = await decodeExplanations(response, signal);
+    state.detector.keep(request, response, explained);
+    state.size = { width: response.width, height: response.height };
+    state.served = { model: response.model, layer: response.layer };
+  }
+  const shown = state.detector.shown(view);
+  if (!shown.some((detection) => detection.index === state.selected)) state.selected = shown[0]?.index ?? 0;
+  showDetectionHeadline(shown[0]);
+}
+
+function showDetectionHeadline(best) {
+  ui.headline.hidden = !best;
+  if (!best) return;
+  ui.headlineLabel.textContent = best.label;
+  ui.headlineProbability.textContent = percent(best.score);
+  ui.headlineModel.textContent = `best detection of ${state.served.model}`;
 }
 
 /**
@@ -382,22 +478,28 @@ function requestParams(methods) {
     alpha: ui.alpha.value,
     colormap: ui.colormap.value,
     include: INCLUDE,
-    predictions: PREDICTIONS,
+    predictions: isDetector() ? null : PREDICTIONS,
     threshold: ui.threshold.value,
   };
 }
 
 /** Decode and keep every explanation of `response`, unless a newer update has started. */
 async function keep(response, signal) {
-  const decoded = await Promise.all(
-    response.explanations.map(async (entry) => ({ entry, heatmap: await decodeHeatmap(entry.heatmap) })),
-  );
-  throwIfAborted(signal);
+  const decoded = await decodeExplanations(response, signal);
   for (const explained of decoded) {
     const { method, class_index: classIndex, class_agnostic: agnostic } = explained.entry;
     state.explained.set(explainedKey(method, agnostic ? ANY_CLASS : classIndex), explained);
   }
   state.served = { model: response.model, layer: response.layer };
+}
+
+/** Every explanation of `response` as {entry, heatmap}, its heatmap decoded. */
+async function decodeExplanations(response, signal) {
+  const decoded = await Promise.all(
+    response.explanations.map(async (entry) => ({ entry, heatmap: await decodeHeatmap(entry.heatmap) })),
+  );
+  throwIfAborted(signal);
+  return decoded;
 }
 
 /**
@@ -411,6 +513,8 @@ async function originalPixels(signal) {
   const { width, height } = state.size;
   if (decoded && decoded.width === width && decoded.height === height) return decoded;
   const params = { model: ui.model.value, layer: ui.layer.value, alpha: 0, format: 'png' };
+  // A detector's overlay draws its best box; above a score of 1 it finds none and sends the image.
+  if (isDetector()) params.score_threshold = 1;
   const pixels = await decodeImage(await api.overlay(state.file, params, signal));
   throwIfAborted(signal);
   return pixels;
@@ -451,6 +555,13 @@ function forRow(explained, prediction) {
 
 /** One card per chosen class and method: a grid with a row per class, a column per method. */
 function render() {
+  if (isDetector()) renderDetections();
+  else renderClasses();
+  showSegments();
+  repaint();
+}
+
+function renderClasses() {
   const methods = chosenMethods();
   const rows = chosenClasses().map((classIndex) => {
     const prediction = state.predictions.find((candidate) => candidate.index === classIndex);
@@ -466,7 +577,43 @@ function render() {
   const grid = new ResultsGrid(methods.map(methodName), rows);
   ui.results.replaceChildren(state.cards.length > 1 ? grid.element : (state.cards[0]?.element ?? ''));
   ui.results.classList.toggle('several', state.cards.length > 1);
-  repaint();
+}
+
+/** A detector: one card per method for the chosen detection, every drawn box over each. */
+function renderDetections() {
+  const view = detectorView();
+  const shown = state.detector.shown(view);
+  const selected = shown.find((detection) => detection.index === state.selected);
+  const maps = selected ? view.methods.map((method) => state.detector.namedMap(method, selected)) : [];
+  state.cards = maps.filter(Boolean).map((explained) => {
+    const card = new ExplanationCard(ui.cardTemplate, explained, state.fileStem, enlarge);
+    drawDetections(stageOf(card, state.size), shown, state.size, state.selected, selectDetection);
+    return card;
+  });
+  ui.results.replaceChildren(...state.cards.map((card) => card.element));
+  ui.results.classList.remove('several');
+  ui.detectionPanel.hidden = false;
+  ui.detectionsNote.textContent = state.detector.note(view);
+  listDetections(ui.detections, shown, state.selected, selectDetection);
+}
+
+/** Show detection `index`'s maps: they are kept, so no request. */
+function selectDetection(index) {
+  if (index === state.selected) return;
+  state.selected = index;
+  if (state.run) return; // the update in progress draws the new choice when it ends
+  const fromList = ui.detections.contains(document.activeElement);
+  render();
+  const button = ui.detections.querySelector(`[data-index="${index}"]`);
+  if (fromList) button?.focus({ preventScroll: true });
+}
+
+/** A segmenter: its masks as a layer over each card, and the legend of their classes. */
+function showSegments() {
+  ui.segmentPanel.hidden = !state.masks;
+  if (!state.masks) return;
+  showLegend(ui.segmentLegend, state.segments);
+  for (const card of state.cards) addMaskLayer(stageOf(card, state.size), state.masks, ui.showMasks.checked);
 }
 
 /** Show one card large, beside the original image. */
@@ -486,6 +633,7 @@ function repaint() {
 
 function summary() {
   const count = state.cards.length;
+  if (!state.served) return '';
   const { model, layer } = state.served;
   return `${count} ${count === 1 ? 'heatmap' : 'heatmaps'} from ${model}, layer ${layer}.`;
 }

@@ -37,10 +37,13 @@ export class ExplanationCard {
     this.canvas = this.element.querySelector('canvas');
     this.canvas.width = this.heatmap.width;
     this.canvas.height = this.heatmap.height;
-    this.stem = safeName(`${fileStem}-${this.entry.method}-class${this.entry.class_index}`);
+    const detection = this.entry.detection ?? null;
+    const which = detection === null ? '' : `-detection${detection}`;
+    this.stem = safeName(`${fileStem}-${this.entry.method}-class${this.entry.class_index}${which}`);
     this.caption();
     this.element.dataset.method = this.entry.method;
     this.element.dataset.classIndex = String(this.entry.class_index);
+    if (detection !== null) this.element.dataset.detection = String(detection);
     this.element.querySelector('[data-enlarge]').addEventListener('click', () => onEnlarge(this));
     this.element.querySelector('[data-download="overlay"]').addEventListener('click', () => {
       this.canvas.toBlob((blob) => save(blob, `${this.stem}-overlay.png`), 'image/png');

@@ -12,6 +12,13 @@ class and each region of its thresholded heatmap:
   bounding box, row by row, followed by that box as inclusive pixel indices
   ``[xtl, ytl, xbr, ybr]``; CVAT run-length encodes it on arrival.
 
+A detector's function (``CAMSERVE_TASK=detection``) returns the detector's own boxes instead:
+one ``rectangle`` per detection scoring above ``CAMSERVE_SCORE_THRESHOLD`` (0.5), its
+``confidence`` the detection's score; a segmenter's (``CAMSERVE_TASK=segmentation``) one
+``mask`` per class it predicts (the background, class 0, left out), its ``confidence`` the
+fraction of the image the class covers. CVAT's ``threshold`` drops detections below it; a
+segmenter's masks are all returned.
+
 Every shape carries ``label`` (the class, named as in the function's label spec),
 ``confidence`` (the class probability, as a string like CVAT's own functions) and no
 ``attributes``. Settings come from the environment (``function.yaml`` sets them):
@@ -21,6 +28,8 @@ Every shape carries ``label`` (the class, named as in the function's label spec)
 - ``CAMSERVE_TOP_K`` (1) classes per image, ``CAMSERVE_THRESHOLD`` (0.5, or ``otsu``) and
   ``CAMSERVE_REGIONS`` (``all`` or ``largest``) for the heatmap regions;
 - ``CAMSERVE_SHAPES`` (``rectangle,polygon,mask``), ``CAMSERVE_TIMEOUT_S`` (30);
+- ``CAMSERVE_TASK`` (``classification``, ``detection`` or ``segmentation``) and
+  ``CAMSERVE_SCORE_THRESHOLD`` (0.5, detectors);
 - ``CAMSERVE_FUNCTION_YAML``: the function configuration whose label spec names the classes
   (default: ``function.yaml`` next to this file).
 
@@ -47,6 +56,7 @@ import numpy as np
 from PIL import Image
 
 SHAPE_TYPES = ("rectangle", "polygon", "mask")
+TASKS = ("classification", "detection", "segmentation")
 INCLUDE_FOR_SHAPE = {"rectangle": "boxes", "polygon": "polygons", "mask": "masks"}
 PASSED_THROUGH = frozenset({400, 413, 415, 422, 429, 503, 504})
 """camserve statuses that describe the request or a passing state; others mean the function
@@ -85,6 +95,8 @@ class Config:
     shapes: tuple[str, ...] = SHAPE_TYPES
     timeout_s: float = 30.0
     label_names: Mapping[int, str] = field(default_factory=dict)
+    task: str = "classification"
+    score_threshold: str = "0.5"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Config:
@@ -105,6 +117,8 @@ class Config:
             shapes=_shape_types(env.get("CAMSERVE_SHAPES", ",".join(SHAPE_TYPES))),
             timeout_s=_positive_seconds(env.get("CAMSERVE_TIMEOUT_S", "30"), "CAMSERVE_TIMEOUT_S"),
             label_names=_spec_label_names(spec_path, model),
+            task=_task(env.get("CAMSERVE_TASK", "")),
+            score_threshold=_fraction(env.get("CAMSERVE_SCORE_THRESHOLD", "0.5")),
         )
 
 
@@ -203,7 +217,14 @@ def _min_confidence(value: object) -> float | None:
 
 
 def explain_url(config: Config) -> str:
-    """``/v1/explain`` with the query that asks for the regions of the configured shapes."""
+    """``/v1/explain`` with the query that asks for the regions of the configured shapes (a
+    detector's boxes, none of them explained; a segmenter's masks)."""
+    choice = {**({"model": config.model} if config.model else {})}
+    if config.task == "detection":
+        query = {"score_threshold": config.score_threshold, "max_detections": "0", **choice}
+        return f"{config.url}/v1/explain?{urllib.parse.urlencode(query)}"
+    if config.task == "segmentation":
+        return f"{config.url}/v1/explain?{urllib.parse.urlencode(choice)}"
     query = {
         "method": config.method,
         "top_k": str(config.top_k),
@@ -265,7 +286,12 @@ def _camserve_error(status: int, body: bytes) -> FunctionError:
 def cvat_shapes(
     explanation: Mapping[str, Any], config: Config, min_confidence: float | None = None
 ) -> list[dict[str, Any]]:
-    """The configured shapes of every explained class at or above ``min_confidence``."""
+    """The configured shapes of every explained class at or above ``min_confidence``; a
+    detector's boxes, or a segmenter's masks, when camserve answers for one."""
+    if explanation.get("task") == "detection":
+        return detection_shapes(explanation, config, min_confidence)
+    if explanation.get("task") == "segmentation":
+        return segment_shapes(explanation, config)
     shapes: list[dict[str, Any]] = []
     for explained in explanation["explanations"]:
         probability = float(explained["probability"])
@@ -276,17 +302,49 @@ def cvat_shapes(
     return shapes
 
 
+def detection_shapes(
+    explanation: Mapping[str, Any], config: Config, min_confidence: float | None = None
+) -> list[dict[str, Any]]:
+    """A ``rectangle`` per detection at or above ``min_confidence``: its box in pixels."""
+    return [
+        _shape(
+            config.label_names.get(int(found["class_index"]), str(found["label"])),
+            float(found["score"]),
+            "rectangle",
+            points=[found["x0"], found["y0"], found["x1"], found["y1"]],
+        )
+        for found in explanation.get("detections") or []
+        if min_confidence is None or float(found["score"]) >= min_confidence
+    ]
+
+
+def segment_shapes(explanation: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
+    """A ``mask`` per predicted class but the background (class 0)."""
+    shapes = []
+    for segment in explanation.get("segments") or []:
+        index = int(segment["class_index"])
+        encoded = cvat_mask(_decode_mask(segment["mask"])) if index > 0 else None
+        if encoded is not None:
+            label = config.label_names.get(index, str(segment["label"]))
+            shapes.append(_shape(label, float(segment["fraction"]), "mask", mask=encoded))
+    return shapes
+
+
+def _shape(label: str, confidence: float, kind: str, **geometry: Any) -> dict[str, Any]:
+    return {
+        "label": label,
+        "confidence": str(confidence),
+        "type": kind,
+        **geometry,
+        "attributes": [],
+    }
+
+
 def _class_shapes(
     explained: Mapping[str, Any], kinds: tuple[str, ...], label: str, probability: float
 ) -> list[dict[str, Any]]:
     def shape(kind: str, **geometry: list[int]) -> dict[str, Any]:
-        return {
-            "label": label,
-            "confidence": str(probability),
-            "type": kind,
-            **geometry,
-            "attributes": [],
-        }
+        return _shape(label, probability, kind, **geometry)
 
     shapes = []
     if "rectangle" in kinds:
@@ -346,6 +404,23 @@ def _positive_seconds(text: str, name: str) -> float:
     if not value > 0:
         raise ValueError(f"{name} must be a number of seconds above 0, got {text!r}")
     return value
+
+
+def _task(text: str) -> str:
+    task = text.strip().lower() or "classification"
+    if task not in TASKS:
+        raise ValueError(f"CAMSERVE_TASK must be one of {', '.join(TASKS)}, got {text!r}")
+    return task
+
+
+def _fraction(text: str) -> str:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"CAMSERVE_SCORE_THRESHOLD must be from 0 to 1, got {text!r}")
+    return text.strip()
 
 
 def _shape_types(text: str) -> tuple[str, ...]:

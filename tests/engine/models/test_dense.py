@@ -139,7 +139,8 @@ def test_an_architecture_of_another_task_is_refused() -> None:
 
 
 def test_the_classifier_loader_refuses_dense_tasks() -> None:
-    with pytest.raises(ManifestError, match="task 'segmentation' is explained by the engine"):
+    expected = r"task 'segmentation' models load with .*served by `camserve serve`"
+    with pytest.raises(ManifestError, match=expected):
         load_model(spec(task="segmentation", architecture="fcn_resnet50"))
 
 

@@ -17,7 +17,9 @@ from app.engine.images.resize_policy import ResizePolicy, placement_for
 from app.engine.models.segmenters import (
     SegmentationScores,
     class_areas,
+    explaining_regions,
     largest_classes,
+    region_mask,
     segment,
 )
 from tests.engine.dense_models import segmenter
@@ -123,3 +125,46 @@ def test_masks_come_back_at_the_original_size_through_the_resize() -> None:
     assert bool(masks[2][:, :45].all())
     assert not bool(masks[2][:, 45:].any())
     assert torch.equal(masks[5], ~masks[2])
+
+
+def test_a_region_target_matches_pytorch_grad_cams_target_with_that_mask(inputs: Tensor) -> None:
+    """A named region: each class's scores summed over the region instead of its predicted mask,
+    as pytorch-grad-cam's ``SemanticSegmentationTarget`` takes any mask."""
+    placement = placement_for(ResizePolicy.STRETCH, (SIZE, SIZE), (SIZE, SIZE))
+    regions = [
+        region_mask((10, 20, 60, 70), placement),
+        None,
+        region_mask((0, 0, 30, 96), placement),
+    ]
+    wrapped = SegmentationScores(copy.deepcopy(segmenter()))
+    classes = [3, 7, 12]
+    with explaining_regions(wrapped, regions):
+        ours = CamEngine(wrapped, LAYER, device="cpu").compute(inputs, "gradcam", targets=classes)
+    assert wrapped.regions is None  # left as it was
+    model = OutOnly(copy.deepcopy(segmenter()).requires_grad_(True))
+    with torch.no_grad():
+        winners = model(inputs).argmax(dim=1).numpy()
+    targets = [
+        SemanticSegmentationTarget(
+            label,
+            region.numpy() if region is not None else np.float32(winners[image] == label),
+        )
+        for image, (label, region) in enumerate(zip(classes, regions, strict=True))
+    ]
+    with GradCAM(model, [dict(model.model.named_modules())[LAYER]]) as peer:
+        theirs = peer(inputs, targets=targets)
+    upsampled = torch.nn.functional.interpolate(
+        ours.raw_maps.clamp_min(0), size=(SIZE, SIZE), mode="bilinear"
+    )
+    mine = normalize_maps(upsampled)[:, 0]
+    assert float((mine - torch.from_numpy(theirs)).abs().max()) <= TOLERANCE
+    assert float(mine[0].amax()) == 1.0  # the region's map is not empty
+
+
+def test_a_region_is_the_input_pixels_whose_centres_fall_in_the_box() -> None:
+    """A 40 x 80 original stretched to a 4 x 8 input: each input pixel covers 10 x 10 original
+    pixels, so the box (20, 10, 60, 30) covers input columns 2-5 and rows 1-2 exactly."""
+    mask = region_mask((20, 10, 60, 30), placement_for(ResizePolicy.STRETCH, (40, 80), (4, 8)))
+    expected = torch.zeros(4, 8)
+    expected[1:3, 2:6] = 1.0
+    assert torch.equal(mask, expected)

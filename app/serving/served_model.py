@@ -1,0 +1,57 @@
+"""What the API may know about a served model: its name, task, labels, layers and methods."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from app.engine.errors import InvalidTargetError, MethodNotApplicableError
+from app.engine.methods import METHODS
+from app.engine.models.manifest import Task
+from app.engine.targets import class_index
+
+__all__ = ["ServedModel"]
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What the API may know about a loaded model (the engine itself belongs to the worker)."""
+
+    name: str
+    architecture: str
+    weights: str
+    description: str
+    layer: str
+    method: str
+    """The method of a request that names none."""
+    candidate_layers: list[str]
+    layer_names: frozenset[str]
+    labels: list[str]
+    input_size: tuple[int, int]
+    device: str
+    task: Task = "classification"
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    """The methods this model can be explained with."""
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels)
+
+    def check_methods(self, methods: Sequence[str]) -> None:
+        """Refuse (422) a method this model's task has no use for, naming the ones it has."""
+        refused = [method for method in methods if method not in self.methods]
+        if refused:
+            raise MethodNotApplicableError(
+                f"{refused[0]} does not apply to model {self.name!r} (a {self.task} model); "
+                f"choose one of: {', '.join(self.methods)}"
+            )
+
+    def class_index(self, target: str) -> int:
+        """A request's target (index or label) as a class index in range."""
+        index = class_index(self.labels, target)
+        if not 0 <= index < self.num_classes:
+            raise InvalidTargetError(
+                f"class index {index} out of range: model {self.name!r} has {self.num_classes} "
+                f"classes (0-{self.num_classes - 1})"
+            )
+        return index

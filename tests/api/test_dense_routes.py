@@ -1,0 +1,242 @@
+"""Detectors and segmenters through ``/v1/explain``, ``/v1/cam`` and ``/v1/models``: the same
+detections, maps and masks as the engine computes directly, the box drawn where it is, and the
+options of another task refused with a 422 that disturbs nothing."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from app.api.application import create_app
+from app.engine.detection_maps import explain_detections
+from app.engine.engine import CamEngine
+from app.engine.models.dense import load_dense_model
+from app.engine.models.segmenters import explaining_regions, region_mask
+from app.serving.served_models import find_spec
+from tests.api.helpers import (
+    assert_error,
+    make_settings,
+    pixels,
+    post_image,
+    wait_ready,
+    worker_hook_count,
+)
+from tests.support import image_bytes, write_dense_models
+
+WIDTH, HEIGHT = 200, 150
+TOLERANCE = 1e-4
+LOAD_TIMEOUT_S = 180.0
+"""Loading and warming up a detector and a segmenter takes about 10 s on 2 idle cores."""
+
+
+@pytest.fixture(scope="module")
+def dense_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_dense_models(tmp_path_factory.mktemp("dense"))
+
+
+@pytest.fixture(scope="module")
+def client(dense_dir: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(make_settings(dense_dir))) as test_client:
+        wait_ready(test_client, LOAD_TIMEOUT_S)
+        yield test_client
+
+
+def explain(client: TestClient, data: bytes, **params: Any) -> dict[str, Any]:
+    response = post_image(client, "/v1/explain", data, params=params)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def image_tensor(data: bytes) -> torch.Tensor:
+    array = np.array(Image.open(io.BytesIO(data)).convert("RGB"))
+    return torch.from_numpy(array).permute(2, 0, 1).contiguous()
+
+
+def png_array(text: str) -> np.ndarray[Any, Any]:
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(text))))
+
+
+def test_models_lists_each_task_with_its_layers_and_methods(client: TestClient) -> None:
+    models = {entry["name"]: entry for entry in client.get("/v1/models").json()["models"]}
+    boxes, regions = models["boxes"], models["regions"]
+    assert (boxes["task"], regions["task"]) == ("detection", "segmentation")
+    assert boxes["candidate_layers"] == ["backbone", "backbone[0]", "backbone[1]", "backbone[pool]"]
+    assert boxes["labels"][:2] == ["__background__", "person"]
+    assert boxes["num_classes"] == 91
+    assert "cam" not in boxes["methods"]
+    assert "scorecam" not in regions["methods"]
+    assert boxes["default_method"] == "gradcam"
+    assert regions["default_layer"] == "backbone.16"
+    assert len(regions["labels"]) == 21
+
+
+def test_detections_and_their_maps_equal_the_engines(client: TestClient, dense_dir: Path) -> None:
+    data = image_bytes(WIDTH, HEIGHT, seed=3)
+    body = explain(
+        client, data, model="boxes", score_threshold=0, max_detections=3,
+        method="gradcam,eigencam", include="raw_map",
+    )  # fmt: skip
+    module = load_dense_model(find_spec(dense_dir, "boxes")).module
+    (direct,) = explain_detections(
+        module, [image_tensor(data).float() / 255], ["gradcam", "eigencam"],
+        max_detections=3, score_threshold=0.0,
+    )  # fmt: skip
+    assert body["task"] == "detection"
+    assert body["predictions"] == []
+    served = np.array([[d["x0"], d["y0"], d["x1"], d["y1"]] for d in body["detections"]])
+    assert served.shape == (len(direct.boxes), 4)
+    assert len(served) > 3
+    np.testing.assert_allclose(served, direct.boxes.numpy(), atol=1e-3)
+    assert [d["score"] for d in body["detections"]] == pytest.approx(direct.scores.tolist())
+    entries = body["explanations"]
+    assert [(e["method"], e["rank"], e["detection"]) for e in entries] == [
+        (method, rank, rank - 1) for method in ("gradcam", "eigencam") for rank in (1, 2, 3)
+    ]
+    for entry in entries:
+        rank = entry["rank"] - 1
+        assert entry["box"] == pytest.approx(served[rank].tolist())
+        raw = direct.raw_maps[("backbone", entry["method"])][rank].clamp_min(0)
+        expected = (raw - raw.min()) / (raw.max() - raw.min())
+        assert np.abs(np.array(entry["raw_map"]) - expected.numpy()).max() <= TOLERANCE
+
+
+def test_a_named_box_is_explained_and_its_outline_drawn_where_it_is(client: TestClient) -> None:
+    data = image_bytes(WIDTH, HEIGHT, seed=4)
+    box = (40, 30, 120, 110)
+    response = post_image(
+        client, "/v1/cam", data,
+        params={"model": "boxes", "box": ",".join(map(str, box)), "target": "dog", "alpha": 0},
+    )  # fmt: skip
+    assert response.status_code == 200, response.text
+    assert response.headers["x-camserve-label"] == "dog"
+    assert response.headers["x-camserve-box"] == "40.00,30.00,120.00,110.00"
+    overlay = pixels(response.content)
+    original = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    changed = np.any(overlay != original, axis=2)  # alpha 0: only the outline differs
+    rows, columns = np.nonzero(changed)
+    assert (columns.min(), rows.min(), columns.max() + 1, rows.max() + 1) == box
+    assert not changed[box[1] + 10 : box[3] - 10, box[0] + 10 : box[2] - 10].any()
+
+
+def test_cam_without_detections_answers_the_image_unchanged(client: TestClient) -> None:
+    data = image_bytes(WIDTH, HEIGHT, seed=5)
+    response = post_image(client, "/v1/cam", data, params={"model": "boxes"})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-camserve-detections"] == "0"
+    assert response.headers["x-camserve-empty-map"] == "true"
+    assert "x-camserve-class" not in response.headers
+    assert np.array_equal(pixels(response.content), np.asarray(Image.open(io.BytesIO(data))))
+
+
+def test_a_segmenters_masks_predictions_and_maps(client: TestClient, dense_dir: Path) -> None:
+    data = image_bytes(120, 90, seed=6)
+    body = explain(client, data, model="regions", include="raw_map", method="gradcam")
+    assert body["task"] == "segmentation"
+    segments = body["segments"]
+    masks = [png_array(segment["mask"]) == 255 for segment in segments]
+    assert all(mask.shape == (90, 120) for mask in masks)
+    assert sum(int(mask.sum()) for mask in masks) == 90 * 120  # every pixel has one class
+    assert [s["area"] for s in segments] == [int(mask.sum()) for mask in masks]
+    assert [s["area"] for s in segments] == sorted((s["area"] for s in segments), reverse=True)
+    predictions = [(p["index"], p["probability"]) for p in body["predictions"]]
+    assert predictions == [(s["class_index"], pytest.approx(s["fraction"])) for s in segments]
+    (entry,) = body["explanations"]
+    assert entry["class_index"] == segments[0]["class_index"]  # the largest by area
+    loaded = load_dense_model(find_spec(dense_dir, "regions"))
+    engine = CamEngine(
+        loaded.module, loaded.layer, preprocessing=loaded.preprocessing, labels=loaded.labels
+    )
+    direct = engine.compute(
+        engine.preprocessing([image_tensor(data)], engine.device), "gradcam",
+        [entry["class_index"]],
+    )  # fmt: skip
+    expected = direct.layer_maps[0, 0].numpy()
+    assert np.abs(np.array(entry["raw_map"]) - expected).max() <= TOLERANCE
+
+
+REFUSED: list[tuple[dict[str, Any], str | None]] = [
+    ({"model": "boxes", "top_k": 2}, "top_k applies to classifiers and segmenters"),
+    ({"model": "boxes", "predictions": 3}, "predictions applies to classifiers"),
+    ({"model": "boxes", "method": "scorecam"}, "scorecam does not apply"),
+    ({"model": "boxes", "box": "10,10,500,20", "target": "dog"}, "not a box inside"),
+    ({"model": "boxes", "box": "10,10,50,40", "target": "unicorn"}, "unknown class"),
+    ({"model": "boxes", "box": "10,10,50,40"}, "a box needs its class"),
+    ({"model": "boxes", "target": "dog"}, "give box=x0,y0,x1,y1 with it"),
+    ({"model": "boxes", "layer": "backbone[7]"}, "unknown layer"),
+    ({"model": "regions", "score_threshold": 0.2}, "applies to detectors"),
+    ({"model": "regions", "box": "1,2,3"}, "four numbers"),
+    ({"model": "boxes", "max_detections": 101}, None),
+]
+
+
+def test_options_of_another_task_are_refused_and_disturb_nothing(client: TestClient) -> None:
+    data = image_bytes(WIDTH, HEIGHT, seed=7)
+    before = explain(client, data, model="boxes", score_threshold=0, max_detections=1)
+    for params, fragment in REFUSED:
+        message = assert_error(post_image(client, "/v1/explain", data, params=params), 422)
+        assert fragment is None or fragment in message, (params, message)
+    assert worker_hook_count(client.app) == 0  # type: ignore[arg-type]
+    after = explain(client, data, model="boxes", score_threshold=0, max_detections=1)
+    assert after["detections"] == before["detections"]
+    assert after["explanations"][0]["heatmap"] == before["explanations"][0]["heatmap"]
+
+
+def test_kserve_predict_and_explain_serve_dense_models_unchanged(client: TestClient) -> None:
+    data = image_bytes(WIDTH, HEIGHT, seed=8)
+    instances = {"instances": [{"image": {"b64": base64.b64encode(data).decode()}}]}
+    query = {"score_threshold": 0, "max_detections": 1}
+    predicted = client.post("/v1/models/boxes:predict", params=query, json=instances)
+    assert predicted.status_code == 200, predicted.text
+    direct = explain(client, data, model="boxes", **query)
+    assert predicted.json()["predictions"] == [direct["detections"]]
+    explained = client.post("/v1/models/regions:explain", json=instances)
+    assert explained.status_code == 200, explained.text
+    (answer,) = explained.json()["explanations"]
+    assert explained.json()["predictions"] == [answer["predictions"]]
+    assert answer["segments"] == explain(client, data, model="regions")["segments"]
+
+
+def test_a_segmenter_explains_a_class_over_a_named_region(
+    client: TestClient, dense_dir: Path
+) -> None:
+    data = image_bytes(120, 90, seed=9)
+    box = (30, 20, 90, 70)
+    query = {"model": "regions", "method": "gradcam", "include": "raw_map", "target": "dog"}
+    body = explain(client, data, box=",".join(map(str, box)), **query)
+    whole = explain(client, data, **query)
+    loaded = load_dense_model(find_spec(dense_dir, "regions"))
+    engine = CamEngine(
+        loaded.module, loaded.layer, preprocessing=loaded.preprocessing, labels=loaded.labels
+    )
+    region = region_mask(box, engine.preprocessing.placement((90, 120)))
+    with explaining_regions(engine.model, [region]):
+        direct = engine.compute(
+            engine.preprocessing([image_tensor(data)], engine.device), "gradcam", ["dog"]
+        )
+    served = np.array(body["explanations"][0]["raw_map"])
+    assert np.abs(served - direct.layer_maps[0, 0].numpy()).max() <= TOLERANCE
+    assert np.abs(served - np.array(whole["explanations"][0]["raw_map"])).max() > 0.01
+    assert body["segments"] == whole["segments"]  # the region changes the target only
+    outside = post_image(client, "/v1/explain", data, params={**query, "box": "30,20,130,70"})
+    assert "not a box inside the 120 x 90 image" in assert_error(outside, 422)
+
+
+def test_a_segmenter_class_predicted_nowhere_gets_an_empty_map(client: TestClient) -> None:
+    body = explain(client, image_bytes(120, 90, seed=6), model="regions", top_k=2, include="")
+    present = {segment["class_index"] for segment in body["segments"]}
+    first, second = body["explanations"]
+    assert first["class_index"] in present
+    assert "empty" not in first
+    assert second["class_index"] not in present  # the random segmenter predicts one class
+    assert second["empty"] is True
+    assert second["probability"] == 0.0
