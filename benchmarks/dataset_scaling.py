@@ -10,7 +10,8 @@ The folder: generated shapes scenes (``app/quality/scenes.py``) explained by the
   per node, started once beforehand), with one and two actors, timed from the job's start to
   its last Parquet file.
 
-A first, unmeasured job warms the cluster up. Each peer then runs on a small and a large folder
+A first, unmeasured job warms the cluster up, and each Ray job starts once the actors of the
+one before have given their CPUs back. Each peer then runs on a small and a large folder
 (``--images`` and three times as many, the large one holding the small one's scenes and more);
 the rate reported is the marginal one, the extra images over the extra seconds, so that the
 fixed costs of each peer (a process, Ray's actors starting, the model loading) cancel out and
@@ -37,6 +38,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import ray
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,6 +73,7 @@ def run_cli(folder: Path, output: Path) -> float:
 
 
 def run_ray(folder: Path, output: Path, actors: int) -> float:
+    wait_for_free_cpus()
     job = DatasetJob(
         source=str(folder),
         output=str(output),
@@ -84,6 +87,15 @@ def run_ray(folder: Path, output: Path, actors: int) -> float:
     if summary.failures or summary.already_written:
         raise RuntimeError(f"unexpected run: {summary}")
     return seconds
+
+
+def wait_for_free_cpus(timeout_s: float = 60.0) -> None:
+    """Until the actors of the job before have given their CPUs back (Ray ends them after the
+    job has returned): a job started earlier waits for them inside its own time."""
+    deadline = time.monotonic() + timeout_s
+    total = ray.cluster_resources().get("CPU", 0.0)
+    while ray.available_resources().get("CPU", 0.0) < total and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def main() -> None:

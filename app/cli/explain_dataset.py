@@ -80,7 +80,7 @@ def explain_dataset_command(
     batch_size: Annotated[int, typer.Option(min=1, help="Images per engine call.")] = 1,
     rows_per_batch: Annotated[
         int, typer.Option(min=1, help="Images per Ray Data batch handed to an actor.")
-    ] = 16,
+    ] = 64,
     actors: Annotated[
         int | None,
         typer.Option(min=1, help="Engines at once (default: one per GPU, else one per CPU)."),

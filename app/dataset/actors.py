@@ -1,66 +1,47 @@
-"""What runs inside Ray: reading and decoding a batch of images (a task), and explaining one
-(an actor holding one ``CamEngine``). Both take and give Arrow tables.
+"""What runs inside Ray: an actor holding one ``CamEngine`` that reads, decodes and explains a
+batch of images (columns ``image_id``, ``path``) and writes their rows as one Parquet file of
+the output; it gives back only each image's id and error (null where it was explained).
 
-A file that cannot be read or decoded, and a batch the engine refuses, become rows with an
-``error``: they never fail the job.
+The files are read and decoded in a small thread pool of the actor's own, a few images ahead
+of the engine (``READ_AHEAD``, so that a batch of large photos never sits decoded in memory at
+once), so that decoding overlaps the forward and backward passes (Pillow and zlib release the
+GIL while they work, as torch does). No raw pixels travel through Ray's object store and no
+separate task decodes or writes (each one a Ray worker process to start, waiting for a CPU
+that the actors hold): an actor takes paths and writes rows. A file that cannot be read or
+decoded, and a batch the engine refuses, become rows with an ``error``: they never fail the
+job.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import torch
 
 from app.dataset.explained import ExplainOptions, explain_pixels, with_model_defaults
 from app.dataset.inputs import read_file
+from app.dataset.output_files import write_rows
 from app.dataset.rows import ImageInfo, RowOptions, error_row, explanation_rows, rows_table
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError, ImageError
-from app.engine.images.imaging import decode_image
+from app.engine.images.imaging import DecodedImage, decode_image
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import load_model
 
-__all__ = ["DECODED_SCHEMA", "EngineSetup", "Explainer", "decode_batch"]
+__all__ = ["WRITTEN_SCHEMA", "EngineSetup", "Explainer", "load_image"]
 
-DECODED_SCHEMA = pa.schema(
-    [
-        ("image_id", pa.string()),
-        ("path", pa.string()),
-        ("pixels", pa.large_binary()),
-        ("width", pa.int32()),
-        ("height", pa.int32()),
-        ("error", pa.string()),
-    ]
-)
-"""A decoded image: its (3, H, W) uint8 RGB pixels as bytes, or why it has none."""
-
-
-def decode_batch(batch: pa.Table, max_pixels: int) -> pa.Table:
-    """Read and decode each image of ``batch`` (columns ``image_id``, ``path``)."""
-    rows: list[dict[str, Any]] = []
-    for image_id, path in zip(
-        batch.column("image_id").to_pylist(), batch.column("path").to_pylist(), strict=True
-    ):
-        row: dict[str, Any] = {"image_id": image_id, "path": path}
-        try:
-            decoded = decode_image(read_file(path), max_pixels=max_pixels)
-        except FileNotFoundError:
-            row["error"] = "no such file"
-        except (ImageError, OSError) as error:
-            row["error"] = str(error)
-        else:
-            row |= {
-                "pixels": decoded.pixels.numpy().tobytes(),
-                "width": decoded.width,
-                "height": decoded.height,
-            }
-        rows.append(row)
-    return pa.Table.from_pylist(rows, schema=DECODED_SCHEMA)
+READER_THREADS = 2
+"""Threads that read and decode files ahead of an engine that leaves CPU to spare."""
+WRITTEN_SCHEMA = pa.schema([("image_id", pa.string()), ("error", pa.string())])
+"""What an actor gives back per image: its id, and why it failed (null where it did not)."""
+READ_AHEAD = 8
+"""Images read and decoded ahead of the one the engine takes next, at most."""
 
 
 @dataclass(frozen=True)
@@ -70,15 +51,32 @@ class EngineSetup:
     spec: ModelSpec
     options: ExplainOptions
     rows: RowOptions
+    output: str
+    """The output folder (existing; local path or URI) the rows are written to."""
     device: str = "auto"
     torch_threads: int | None = None
     """Torch's intra-op threads in the actor (1 for an actor per CPU slot); ``None``: torch's
     default."""
+    reader_threads: int = 0
+    """Threads that read and decode ahead of the engine; 0: the actor's own thread does, one
+    image at a time (where every CPU holds an actor, threads beside an engine would take time
+    from the other actors; on a GPU the actor's CPU is free while the GPU works, and with fewer
+    actors than CPUs the spare ones are, and ``READER_THREADS`` fill them)."""
+
+
+def load_image(path: str, max_pixels: int) -> DecodedImage | str:
+    """The decoded image at ``path``, or why it cannot be had."""
+    try:
+        return decode_image(read_file(path), max_pixels=max_pixels)
+    except FileNotFoundError:
+        return "no such file"
+    except (ImageError, OSError) as error:
+        return str(error)
 
 
 class Explainer:
-    """A Ray Data actor: one model, one engine, explaining batches of decoded images with the
-    same pipeline as ``camserve explain``."""
+    """A Ray Data actor: one model, one engine, explaining batches of images with the same
+    pipeline as ``camserve explain``."""
 
     def __init__(self, setup: EngineSetup) -> None:
         if setup.torch_threads is not None:
@@ -87,20 +85,58 @@ class Explainer:
         self.engine = CamEngine.from_loaded(loaded, device=setup.device)
         self.options = with_model_defaults(setup.options, loaded)
         self.rows = setup.rows
+        self.output = setup.output
+        self.readers = (
+            ThreadPoolExecutor(setup.reader_threads, thread_name_prefix="read")
+            if setup.reader_threads > 0
+            else None
+        )
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        images = zip(
+            batch.column("image_id").to_pylist(), batch.column("path").to_pylist(), strict=True
+        )
         rows: list[dict[str, Any]] = []
-        decoded: list[tuple[ImageInfo, torch.Tensor]] = []
-        described = batch.drop_columns(["pixels"]).to_pylist()
-        for row, pixels in zip(described, batch.column("pixels"), strict=True):
-            if row["error"] is not None:
-                rows.append(error_row(row["image_id"], row["path"], row["error"]))
-                continue
-            info = ImageInfo(row["image_id"], row["path"], row["width"], row["height"])
-            decoded.append((info, _image_tensor(pixels, info)))
-        for chunk in _chunks(decoded, self.options.batch_size):
+        for chunk in self._decoded_chunks(images, rows):
             rows += self._explain(chunk)
-        return rows_table(rows)
+        write_rows(self.output, rows_table(rows))
+        outcomes = {row["image_id"]: row.get("error") for row in rows}
+        return pa.Table.from_pydict(
+            {"image_id": list(outcomes), "error": list(outcomes.values())}, schema=WRITTEN_SCHEMA
+        )
+
+    def _decoded_chunks(
+        self, images: Iterator[tuple[str, str]], errors: list[dict[str, Any]]
+    ) -> Iterator[list[tuple[ImageInfo, torch.Tensor]]]:
+        """The batch's decoded images, ``options.batch_size`` at a time, in order; the readers
+        stay ``READ_AHEAD`` images ahead, so that the next ones decode while the engine works.
+        Images that cannot be decoded go to ``errors`` as error rows."""
+        ahead = self.options.batch_size + (READ_AHEAD if self.readers is not None else 0)
+        loads: deque[tuple[str, str, Future[DecodedImage | str]]] = deque()
+        chunk: list[tuple[ImageInfo, torch.Tensor]] = []
+        while True:
+            for image_id, path in islice(images, ahead - len(loads)):
+                loads.append((image_id, path, self._load(path)))
+            if not loads:
+                break
+            image_id, path, load = loads.popleft()
+            image = load.result()
+            if isinstance(image, str):
+                errors.append(error_row(image_id, path, image))
+                continue
+            chunk.append((ImageInfo(image_id, path, image.width, image.height), image.pixels))
+            if len(chunk) == self.options.batch_size:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+    def _load(self, path: str) -> Future[DecodedImage | str]:
+        if self.readers is not None:
+            return self.readers.submit(load_image, path, self.options.max_pixels)
+        done: Future[DecodedImage | str] = Future()
+        done.set_result(load_image(path, self.options.max_pixels))
+        return done
 
     def _explain(self, chunk: list[tuple[ImageInfo, torch.Tensor]]) -> list[dict[str, Any]]:
         pixels = [image.to(self.engine.device) for _, image in chunk]
@@ -112,16 +148,3 @@ class Explainer:
         for (info, _), explanation in zip(chunk, explained, strict=True):
             rows += explanation_rows(info, explanation, self.rows)
         return rows
-
-
-def _image_tensor(pixels: pa.Scalar[Any], info: ImageInfo) -> torch.Tensor:
-    """The (3, H, W) uint8 image of a ``pixels`` cell, copied once out of Arrow's buffer (read
-    only) into memory the engine owns."""
-    flat = np.frombuffer(pixels.as_buffer(), dtype=np.uint8).copy()
-    return torch.from_numpy(flat).reshape(3, info.height, info.width)
-
-
-def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
-    iterator = iter(items)
-    while chunk := list(islice(iterator, size)):
-        yield chunk

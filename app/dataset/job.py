@@ -1,10 +1,10 @@
 """``explain_dataset``: a whole dataset explained on Ray Data, written to Parquet as it goes.
 
-The pipeline: the image list (minus the images the output already holds) → read and decode in
-parallel Ray tasks → ``map_batches`` over a pool of actors, each holding one ``CamEngine`` (one
-per GPU with ``num_gpus=1``; on CPUs one per CPU slot, with one torch thread each) → Parquet
-files, written block by block while the rest is still being explained. Ray Data shows its own
-progress bar.
+The pipeline: the image list (minus the images the output already holds) → ``map_batches``
+over a pool of actors, each holding one ``CamEngine`` (one per GPU with ``num_gpus=1``; on CPUs
+one per CPU slot, with one torch thread each) and reading and decoding its images in a thread
+pool of its own ahead of the engine, and writing each block's rows as a Parquet file while
+the rest is still being explained. Ray Data shows its own progress bar.
 
 Without an address a local Ray is started on 127.0.0.1 (its object store capped) and stopped
 afterwards; with one, the job joins that cluster; in a process already connected to Ray, that
@@ -20,19 +20,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 import ray
 import torch
 
-from app.dataset.actors import EngineSetup, Explainer, decode_batch
+from app.dataset.actors import READER_THREADS, WRITTEN_SCHEMA, EngineSetup, Explainer
 from app.dataset.explained import ExplainOptions
 from app.dataset.inputs import ImageRef, filesystem_of, list_images
-from app.dataset.output_files import read_rows, written_images
+from app.dataset.output_files import written_images
 from app.dataset.rows import RowOptions
 from app.engine.models.manifest import ModelSpec
 
-__all__ = ["DatasetJob", "DatasetSummary", "actor_cpus", "explain_dataset"]
+__all__ = ["DatasetJob", "DatasetSummary", "explain_dataset"]
 
 DEFAULT_OBJECT_STORE_BYTES = 1 << 30
+BLOCKS_PER_ACTOR = 4
+"""Blocks per actor at least, where the images allow: a small dataset in a few large blocks
+would leave actors idle while the last block is explained."""
 LOCAL_RAY_ENVIRONMENT = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -57,12 +61,9 @@ class DatasetJob:
     """A Ray cluster to join (``ray://...`` or ``host:port``); ``None``: a local Ray."""
     object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES
     """The local Ray's object store (unused when joining a cluster)."""
-    rows_per_batch: int = 16
+    rows_per_batch: int = 64
     """Images per ``map_batches`` batch handed to an actor (which feeds its engine
     ``options.batch_size`` at a time)."""
-    decode_cpus: float = 0.1
-    """Logical CPUs a decoding task asks for: a fraction, so that decoding and writing still
-    run where the actors hold every CPU."""
 
 
 @dataclass
@@ -90,65 +91,57 @@ def explain_dataset(job: DatasetJob) -> DatasetSummary:
         return summary
     started = time.perf_counter()
     with ray_connection(job.address, job.object_store_bytes):
-        _run(job, todo)
+        outcomes = _run(job, todo)
     summary.seconds = time.perf_counter() - started
-    wanted = {ref.image_id for ref in todo}
-    errors = read_rows(job.output, ["image_id", "error"])
     summary.failures = {
         image_id: error
         for image_id, error in zip(
-            errors.column("image_id").to_pylist(), errors.column("error").to_pylist(), strict=True
+            outcomes.column("image_id").to_pylist(),
+            outcomes.column("error").to_pylist(),
+            strict=True,
         )
-        if error is not None and image_id in wanted
+        if error is not None
     }
     return summary
 
 
-def _run(job: DatasetJob, todo: list[ImageRef]) -> None:
+def _run(job: DatasetJob, todo: list[ImageRef]) -> pa.Table:
+    """Explain ``todo`` into ``job.output``; each image's id and error (``WRITTEN_SCHEMA``)."""
     gpus = int(ray.cluster_resources().get("GPU", 0))
     cpus = float(ray.cluster_resources().get("CPU", 1))
     on_gpu = gpus > 0 and job.device in ("auto", "cuda")
     wanted = job.actors or (gpus if on_gpu else max(1, int(cpus)))
-    # at least a block per actor, at most an image per block; never more actors than blocks
-    blocks = min(len(todo), max(wanted, -(-len(todo) // job.rows_per_batch)))
+    # a few blocks per actor (so that the last ones spread over the pool), at most
+    # rows_per_batch images and at least one in each; never more actors than blocks
+    blocks = min(len(todo), max(BLOCKS_PER_ACTOR * wanted, -(-len(todo) // job.rows_per_batch)))
     actors = min(wanted, blocks)
-    batch = -(-len(todo) // blocks)
+    filesystem, path = filesystem_of(job.output)
+    filesystem.create_dir(path, recursive=True)
     setup = EngineSetup(
         spec=job.spec,
         options=job.options,
         rows=job.rows,
+        output=job.output,
         device=job.device if not on_gpu else "cuda",
         torch_threads=None if on_gpu else 1,
+        # decoding ahead in threads where it takes no CPU from another actor: beside a GPU
+        # engine, or where the actors leave CPUs of the cluster free
+        reader_threads=READER_THREADS if on_gpu or actors < cpus else 0,
     )
     items = [{"image_id": ref.image_id, "path": ref.path} for ref in todo]
     dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=blocks)
     dataset = dataset.map_batches(
-        decode_batch,  # type: ignore[arg-type]  # fn_kwargs supplies max_pixels
-        fn_kwargs={"max_pixels": job.options.max_pixels},
-        batch_format="pyarrow",
-        batch_size=batch,
-        num_cpus=job.decode_cpus,
-    )
-    dataset = dataset.map_batches(
         Explainer,
         fn_constructor_args=(setup,),
         batch_format="pyarrow",
-        batch_size=batch,
+        batch_size=-(-len(todo) // blocks),
         compute=ray.data.ActorPoolStrategy(size=actors),
-        **({"num_gpus": 1} if on_gpu else {"num_cpus": actor_cpus(cpus, actors, job.decode_cpus)}),
+        # one CPU slot per actor (never more than the cluster has): the actors are all there is
+        **({"num_gpus": 1} if on_gpu else {"num_cpus": min(1.0, cpus / actors)}),
     )
-    filesystem, path = filesystem_of(job.output)
-    filesystem.create_dir(path, recursive=True)
-    dataset.write_parquet(
-        path, filesystem=filesystem, ray_remote_args={"num_cpus": job.decode_cpus}
-    )
-
-
-def actor_cpus(cpus: float, actors: int, decode_cpus: float) -> float:
-    """The logical CPUs each CPU actor asks for: one slot each, less what a decoding task and a
-    writing task need beside them, so that the pipeline never waits for a CPU that the actors
-    hold (Ray would otherwise hand every CPU to the actors and never schedule a decode)."""
-    return max(0.01, min(1.0, (cpus - 2 * decode_cpus) / actors))
+    outcomes = [pa.Table.from_batches([], WRITTEN_SCHEMA)]
+    outcomes += list(dataset.iter_batches(batch_size=None, batch_format="pyarrow"))
+    return pa.concat_tables(outcomes)
 
 
 @contextmanager

@@ -1,14 +1,16 @@
 """The output folder of a dataset run: its Parquet files, what they already hold (so a rerun
 skips those images), and files a killed run left half-written.
 
-An image's rows are written together, in one file, by one write; a file that cannot be read is
-one that a run was stopped in the middle of writing. It is renamed to ``.<name>.incomplete``
+An image's rows are written together, in one file, by one write (``write_rows``, one file per
+batch an actor explained); a file that cannot be read is one that a run was stopped in the
+middle of writing. It is renamed to ``.<name>.incomplete``
 (hidden from readers of the folder) and its images are explained again.
 """
 
 from __future__ import annotations
 
 import posixpath
+import uuid
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -18,7 +20,7 @@ from pyarrow import fs
 from app.dataset.inputs import filesystem_of
 from app.dataset.rows import ROW_SCHEMA
 
-__all__ = ["WrittenImages", "parquet_files", "read_rows", "written_images"]
+__all__ = ["WrittenImages", "parquet_files", "read_rows", "write_rows", "written_images"]
 
 
 @dataclass
@@ -74,3 +76,12 @@ def read_rows(output: str, columns: list[str] | None = None) -> pa.Table:
         )
         return schema.empty_table()
     return pa.concat_tables(tables)
+
+
+def write_rows(output: str, rows: pa.Table) -> str:
+    """``rows`` as a new Parquet file in the output folder (which exists), under a name no
+    other writer takes; its path."""
+    filesystem, base = filesystem_of(output)
+    path = f"{base.rstrip('/')}/{uuid.uuid4().hex}.parquet"
+    pq.write_table(rows, path, filesystem=filesystem)
+    return path
