@@ -64,9 +64,10 @@ class DetectorExplainer:
         if options is None:  # pragma: no cover - the service always sets a detector's options
             raise ValueError("a detection job needs its detection options")
         methods = list(dict.fromkeys(method for job in jobs for method in job.methods))
+        images = [job.image.to(self.device, non_blocking=True) for job in jobs]
         answers = explain_detections(
             self.loaded.module,
-            [job.image.to(self.device, non_blocking=True).float() / 255 for job in jobs],
+            [image.float() / 255 for image in images],
             methods,
             key.layers,
             max_detections=options.max_detections,
@@ -76,8 +77,8 @@ class DetectorExplainer:
         checkpoint()
         compute_s = time.monotonic() - started
         return [
-            self._result(job, answer, started, compute_s, len(jobs))
-            for job, answer in zip(jobs, answers, strict=True)
+            self._result(job, image, answer, started=started, compute_s=compute_s, size=len(jobs))
+            for job, image, answer in zip(jobs, images, answers, strict=True)
         ]
 
     def _given(self, job: Job) -> tuple[Tensor, Tensor] | None:
@@ -89,12 +90,20 @@ class DetectorExplainer:
         )
 
     def _result(
-        self, job: Job, answer: DetectionMaps, started: float, compute_s: float, size: int
+        self,
+        job: Job,
+        image: Tensor,
+        answer: DetectionMaps,
+        *,
+        started: float,
+        compute_s: float,
+        size: int,
     ) -> JobResult:
+        """One job's answer; ``image`` is its (3, H, W) uint8 pixels on the device."""
         dense = _dense_answer(answer, named=job.box is not None)
         explained = dense.explained
         maps = [
-            self._method_maps(job, answer, layer, method, explained)
+            self._method_maps(job, image, answer, (layer, method), explained)
             for layer in job.key.layers
             for method in job.methods
         ]
@@ -112,15 +121,16 @@ class DetectorExplainer:
     def _method_maps(
         self,
         job: Job,
+        image: Tensor,
         answer: DetectionMaps,
-        layer: str,
-        method: str,
+        key: tuple[str, str],
         explained: list[FoundObject],
     ) -> MethodMaps:
-        raw = answer.raw_maps[(layer, method)]
+        layer, method = key
+        raw = answer.raw_maps[key]
         (rendered,) = render(
             raw[None],
-            [job.image.to(self.device)],
+            [image],
             alpha=job.render.alpha,
             colormap=job.render.colormap,
             placement=lambda _size: answer.placement,
