@@ -13,7 +13,6 @@ whose gradient at a layer is zero gets its all-zero map, flagged in ``CamMaps.em
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from functools import cached_property
@@ -33,6 +32,7 @@ from app.engine.images.preprocess import Preprocessing
 from app.engine.images.render import DEFAULT_ALPHA, RenderOptions, render_together
 from app.engine.methods import CamMethod, MethodContext, get_method
 from app.engine.models.classifier import CamHead, cam_classifier
+from app.engine.models.dense import LoadedDenseModel
 from app.engine.models.layers import find_candidate_layers, resolve_layer
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import LoadedModel, load_model
@@ -60,8 +60,6 @@ __all__ = [
 ]
 
 DEFAULT_SCORE_CAM_BATCH = 64
-
-logger = logging.getLogger(__name__)
 
 
 def _never_stop() -> None:
@@ -107,13 +105,14 @@ class CamEngine:
     @classmethod
     def from_loaded(
         cls,
-        loaded: LoadedModel,
+        loaded: LoadedModel | LoadedDenseModel,
         *,
         device: str | torch.device | None = None,
         autocast: torch.dtype | None = None,
         score_cam_batch_size: int = DEFAULT_SCORE_CAM_BATCH,
     ) -> CamEngine:
-        """An engine for a model the registry loaded (from a manifest or by name)."""
+        """An engine for a model the registry loaded (from a manifest or by name), or for a
+        segmenter ``load_dense_model`` loaded (its ``SegmentationScores`` explained per class)."""
         return cls(
             loaded.module,
             loaded.layer,
@@ -122,7 +121,7 @@ class CamEngine:
             device=device,
             autocast=autocast,
             score_cam_batch_size=score_cam_batch_size,
-            fusion_layers=loaded.fusion_layers,
+            fusion_layers=loaded.fusion_layers if isinstance(loaded, LoadedModel) else (),
         )
 
     @classmethod

@@ -192,13 +192,7 @@ def _fixed(placement: Placement) -> Callable[[tuple[int, int]], Placement]:
 def segmenter_engine(loaded: LoadedDenseModel, device: str | torch.device) -> CamEngine:
     """The classifier engine on a segmenter's ``SegmentationScores``: it explains a class by
     the sum of its scores over its predicted mask."""
-    return CamEngine(
-        loaded.module,
-        loaded.layer,
-        preprocessing=loaded.preprocessing,
-        labels=loaded.labels,
-        device=device,
-    )
+    return CamEngine.from_loaded(loaded, device=device)
 
 
 def explain_segmenter_images(

@@ -41,14 +41,8 @@ def load_dense_explainer(
         default = "gradcam" if "gradcam" in methods else "eigencam"
         input_size = _detector_input(loaded)
     else:
-        explainer = CamEngine(
-            loaded.module,
-            loaded.layer,
-            preprocessing=loaded.preprocessing,
-            labels=loaded.labels,
-            device=device,
-            autocast=autocast,
-            score_cam_batch_size=score_cam_batch_size,
+        explainer = CamEngine.from_loaded(
+            loaded, device=device, autocast=autocast, score_cam_batch_size=score_cam_batch_size
         )
         warm_up(explainer)
         methods, default = list(SEGMENTER_METHODS), "gradcam"

@@ -153,9 +153,7 @@ def test_a_segmenters_masks_predictions_and_maps(client: TestClient, dense_dir: 
     (entry,) = body["explanations"]
     assert entry["class_index"] == segments[0]["class_index"]  # the largest by area
     loaded = load_dense_model(find_spec(dense_dir, "regions"))
-    engine = CamEngine(
-        loaded.module, loaded.layer, preprocessing=loaded.preprocessing, labels=loaded.labels
-    )
+    engine = CamEngine.from_loaded(loaded)
     direct = engine.compute(
         engine.preprocessing([image_tensor(data)], engine.device), "gradcam",
         [entry["class_index"]],
@@ -215,9 +213,7 @@ def test_a_segmenter_explains_a_class_over_a_named_region(
     body = explain(client, data, box=",".join(map(str, box)), **query)
     whole = explain(client, data, **query)
     loaded = load_dense_model(find_spec(dense_dir, "regions"))
-    engine = CamEngine(
-        loaded.module, loaded.layer, preprocessing=loaded.preprocessing, labels=loaded.labels
-    )
+    engine = CamEngine.from_loaded(loaded)
     region = region_mask(box, engine.preprocessing.placement((90, 120)))
     with explaining_regions(engine.model, [region]):
         direct = engine.compute(
