@@ -12,13 +12,12 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
-from torchvision.ops import box_iou
 
 from app.engine.detection_maps import DETECTOR_METHODS, DetectionMaps, explain_detections
 from app.engine.images.render import normalize_maps, render
 from app.engine.methods import get_method
 from app.engine.models.dense import LoadedDenseModel
-from app.engine.models.detector_pass import IOU_THRESHOLD, is_two_stage
+from app.engine.models.detector_pass import is_two_stage, matching_detections
 from app.serving.jobs import DenseAnswer, FoundObject, Job, JobResult, MethodMaps
 
 __all__ = ["DetectorExplainer", "detector_methods", "draw_box"]
@@ -164,13 +163,14 @@ def _dense_answer(answer: DetectionMaps, *, named: bool) -> DenseAnswer:
 
 
 def _named_box_scores(answer: DetectionMaps) -> tuple[Tensor, list[int | None]]:
-    boxes = answer.explained_boxes.to(answer.boxes.device, answer.boxes.dtype)
     if len(answer.boxes) == 0:
-        return torch.zeros(len(boxes)), [None] * len(boxes)
-    overlaps = box_iou(boxes, answer.boxes)
-    best = overlaps.argmax(dim=1)
-    valid = (overlaps.gather(1, best[:, None])[:, 0] > IOU_THRESHOLD) & (
-        answer.labels[best] == answer.explained_labels.to(answer.labels.device)
+        count = len(answer.explained_boxes)
+        return torch.zeros(count), [None] * count
+    best, valid = matching_detections(
+        answer.boxes,
+        answer.labels,
+        answer.explained_boxes.to(answer.boxes.device),
+        answer.explained_labels.to(answer.labels.device),
     )
     scores = torch.where(valid, answer.scores[best], torch.zeros_like(answer.scores[best]))
     matches = [int(b) if v else None for b, v in zip(best.tolist(), valid.tolist(), strict=True)]

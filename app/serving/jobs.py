@@ -148,7 +148,8 @@ class Job:
     enqueued_at: float = field(default_factory=time.monotonic)
     cancelled: bool = False
     box: tuple[float, float, float, float] | None = None
-    """A detector's box to explain (with ``target`` as its class), in original pixels."""
+    """In original pixels: a detector's box to explain (with ``target`` as its class), or the
+    region a segmenter scores its classes over."""
 
     def resolve(self, result: JobResult | BaseException) -> None:
         """Hand ``result`` to the waiting coroutine, from any thread."""

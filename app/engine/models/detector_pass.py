@@ -36,6 +36,7 @@ __all__ = [
     "DetectorPass",
     "box_score_gradients",
     "is_two_stage",
+    "matching_detections",
     "run_detector",
 ]
 
@@ -209,7 +210,7 @@ def box_score_gradients(
         return boxes.new_zeros(count), OrderedDict(
             (key, torch.zeros_like(value)) for key, value in copies.items()
         )
-    matched, valid = _matches(found, boxes, labels)
+    matched, valid = matching_detections(found.boxes, found.labels, boxes, labels)
     heads: Any = model.roi_heads
     targets = _box_scores(heads, run, image, copies=copies, matched=matched, boxes=boxes)
     targets = torch.where(valid, targets, torch.zeros_like(targets))
@@ -248,14 +249,17 @@ def _box_scores(
         return overlap + scores
 
 
-def _matches(found: Detections, boxes: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
-    """For each (box, label): the detection it matches (the best IoU) and whether the match
-    counts (IoU > 0.5 and the same class), as pytorch-grad-cam's target decides."""
-    if len(found.boxes) == 0:
+def matching_detections(
+    found_boxes: Tensor, found_labels: Tensor, boxes: Tensor, labels: Tensor
+) -> tuple[Tensor, Tensor]:
+    """For each (box, label): the detection among (``found_boxes``, ``found_labels``) it
+    matches (the best IoU) and whether the match counts (IoU > 0.5 and the same class), as
+    pytorch-grad-cam's target decides."""
+    if len(found_boxes) == 0:
         empty = torch.zeros(len(boxes), dtype=torch.long, device=boxes.device)
         return empty, torch.zeros(len(boxes), dtype=torch.bool, device=boxes.device)
-    overlaps = box_iou(boxes.to(found.boxes.dtype), found.boxes)
+    overlaps = box_iou(boxes.to(found_boxes.dtype), found_boxes)
     best = overlaps.argmax(dim=1)
     best_overlap = overlaps.gather(1, best[:, None])[:, 0]
-    valid = (best_overlap > IOU_THRESHOLD) & (found.labels[best] == labels)
+    valid = (best_overlap > IOU_THRESHOLD) & (found_labels[best] == labels)
     return best, valid
