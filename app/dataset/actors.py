@@ -2,14 +2,15 @@
 batch of images (columns ``image_id``, ``path``) and writes their rows as one Parquet file of
 the output; it gives back only each image's id and error (null where it was explained).
 
-The files are read and decoded in a small thread pool of the actor's own, a few images ahead
-of the engine (``READ_AHEAD``, so that a batch of large photos never sits decoded in memory at
-once), so that decoding overlaps the forward and backward passes (Pillow and zlib release the
-GIL while they work, as torch does). No raw pixels travel through Ray's object store and no
-separate task decodes or writes (each one a Ray worker process to start, waiting for a CPU
-that the actors hold): an actor takes paths and writes rows. A file that cannot be read or
-decoded, and a batch the engine refuses, become rows with an ``error``: they never fail the
-job.
+Where the actor holds a CPU for it (``app.dataset.actor_pool``), the files are read and decoded
+in a small thread pool of the actor's own, a few images ahead of the engine (``READ_AHEAD``, so
+that a batch of large photos never sits decoded in memory at once), so that decoding overlaps
+the forward and backward passes (Pillow and zlib release the GIL while they work, as torch
+does); otherwise the actor's own thread decodes each image before explaining it. No raw
+pixels travel through Ray's object store and no separate task decodes or writes (each one a
+Ray worker process to start, waiting for a CPU that the actors hold): an actor takes paths and
+writes rows. A file that cannot be read or decoded, and a batch the engine refuses, become rows
+with an ``error``: they never fail the job.
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ from app.engine.models.registry import load_model
 
 __all__ = ["WRITTEN_SCHEMA", "EngineSetup", "Explainer", "load_image"]
 
-READER_THREADS = 2
-"""Threads that read and decode files ahead of an engine that leaves CPU to spare."""
 WRITTEN_SCHEMA = pa.schema([("image_id", pa.string()), ("error", pa.string())])
 """What an actor gives back per image: its id, and why it failed (null where it did not)."""
 READ_AHEAD = 8
@@ -59,9 +58,7 @@ class EngineSetup:
     default."""
     reader_threads: int = 0
     """Threads that read and decode ahead of the engine; 0: the actor's own thread does, one
-    image at a time (where every CPU holds an actor, threads beside an engine would take time
-    from the other actors; on a GPU the actor's CPU is free while the GPU works, and with fewer
-    actors than CPUs the spare ones are, and ``READER_THREADS`` fill them)."""
+    image at a time. ``app.dataset.actor_pool`` decides, by the CPUs the actor holds."""
 
 
 def load_image(path: str, max_pixels: int) -> DecodedImage | str:

@@ -2,9 +2,9 @@
 
 The pipeline: the image list (minus the images the output already holds) → ``map_batches``
 over a pool of actors, each holding one ``CamEngine`` (one per GPU with ``num_gpus=1``; on CPUs
-one per CPU slot, with one torch thread each) and reading and decoding its images in a thread
-pool of its own ahead of the engine, and writing each block's rows as a Parquet file while
-the rest is still being explained. Ray Data shows its own progress bar.
+one per CPU slot, with one torch thread each; ``app.dataset.actor_pool`` sizes the pool),
+reading and decoding its own images, and writing each block's rows as a Parquet file while the
+rest is still being explained. Ray Data shows its own progress bar.
 
 Without an address a local Ray is started on 127.0.0.1 (its object store capped) and stopped
 afterwards; with one, the job joins that cluster; in a process already connected to Ray, that
@@ -24,7 +24,8 @@ import pyarrow as pa
 import ray
 import torch
 
-from app.dataset.actors import READER_THREADS, WRITTEN_SCHEMA, EngineSetup, Explainer
+from app.dataset.actor_pool import plan_pool
+from app.dataset.actors import WRITTEN_SCHEMA, EngineSetup, Explainer
 from app.dataset.explained import ExplainOptions
 from app.dataset.inputs import ImageRef, filesystem_of, list_images
 from app.dataset.output_files import written_images
@@ -34,9 +35,6 @@ from app.engine.models.manifest import ModelSpec
 __all__ = ["DatasetJob", "DatasetSummary", "explain_dataset"]
 
 DEFAULT_OBJECT_STORE_BYTES = 1 << 30
-BLOCKS_PER_ACTOR = 4
-"""Blocks per actor at least, where the images allow: a small dataset in a few large blocks
-would leave actors idle while the last block is explained."""
 LOCAL_RAY_ENVIRONMENT = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -107,14 +105,14 @@ def explain_dataset(job: DatasetJob) -> DatasetSummary:
 
 def _run(job: DatasetJob, todo: list[ImageRef]) -> pa.Table:
     """Explain ``todo`` into ``job.output``; each image's id and error (``WRITTEN_SCHEMA``)."""
-    gpus = int(ray.cluster_resources().get("GPU", 0))
-    cpus = float(ray.cluster_resources().get("CPU", 1))
-    on_gpu = gpus > 0 and job.device in ("auto", "cuda")
-    wanted = job.actors or (gpus if on_gpu else max(1, int(cpus)))
-    # a few blocks per actor (so that the last ones spread over the pool), at most
-    # rows_per_batch images and at least one in each; never more actors than blocks
-    blocks = min(len(todo), max(BLOCKS_PER_ACTOR * wanted, -(-len(todo) // job.rows_per_batch)))
-    actors = min(wanted, blocks)
+    plan = plan_pool(
+        len(todo),
+        live_node_cpus(),
+        int(ray.cluster_resources().get("GPU", 0)),
+        device=job.device,
+        actors=job.actors,
+        rows_per_batch=job.rows_per_batch,
+    )
     filesystem, path = filesystem_of(job.output)
     filesystem.create_dir(path, recursive=True)
     setup = EngineSetup(
@@ -122,26 +120,30 @@ def _run(job: DatasetJob, todo: list[ImageRef]) -> pa.Table:
         options=job.options,
         rows=job.rows,
         output=job.output,
-        device=job.device if not on_gpu else "cuda",
-        torch_threads=None if on_gpu else 1,
-        # decoding ahead in threads where it takes no CPU from another actor: beside a GPU
-        # engine, or where the actors leave CPUs of the cluster free
-        reader_threads=READER_THREADS if on_gpu or actors < cpus else 0,
+        device=plan.device,
+        torch_threads=plan.torch_threads,
+        reader_threads=plan.reader_threads,
     )
     items = [{"image_id": ref.image_id, "path": ref.path} for ref in todo]
-    dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=blocks)
+    dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=plan.blocks)
     dataset = dataset.map_batches(
         Explainer,
         fn_constructor_args=(setup,),
         batch_format="pyarrow",
-        batch_size=-(-len(todo) // blocks),
-        compute=ray.data.ActorPoolStrategy(size=actors),
-        # one CPU slot per actor (never more than the cluster has): the actors are all there is
-        **({"num_gpus": 1} if on_gpu else {"num_cpus": min(1.0, cpus / actors)}),
+        batch_size=-(-len(todo) // plan.blocks),
+        compute=ray.data.ActorPoolStrategy(size=plan.actors),
+        num_cpus=plan.num_cpus,
+        num_gpus=plan.num_gpus,
     )
     outcomes = [pa.Table.from_batches([], WRITTEN_SCHEMA)]
     outcomes += list(dataset.iter_batches(batch_size=None, batch_format="pyarrow"))
     return pa.concat_tables(outcomes)
+
+
+def live_node_cpus() -> list[float]:
+    """The logical CPUs of each live node of the connected cluster."""
+    cpus = [float(node["Resources"].get("CPU", 0)) for node in ray.nodes() if node["Alive"]]
+    return cpus or [1.0]
 
 
 @contextmanager

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from app.dataset.actors import READ_AHEAD, READER_THREADS, EngineSetup, Explainer
+from app.dataset.actor_pool import READER_THREADS
+from app.dataset.actors import READ_AHEAD, EngineSetup, Explainer
 from app.dataset.explained import ExplainOptions, explain_pixels
 from app.dataset.output_files import parquet_files, read_rows
 from app.dataset.rows import RowOptions
