@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -204,3 +206,30 @@ def test_a_manifest_with_heatmap_files(
         assert np.array_equal(
             png_pixels(Path(row["heatmap_path"])), png_pixels(earlier[source]["heatmap_png"])
         )
+
+
+def test_one_actor_on_a_ray_of_its_own(
+    explained: tuple[Path, Result], scenes: Path, tmp_path: Path
+) -> None:
+    """Without ``--address`` the command starts a one-node Ray on 127.0.0.1 of its own (beside
+    the module's cluster, which it leaves alone); on a machine of two CPUs or more its one actor
+    asks for two and decodes ahead in reader threads. The rows equal the cluster's."""
+    output = tmp_path / "rows"
+    command = [
+        *(sys.executable, "-m", "app", "explain-dataset", str(scenes), "-o", str(output)),
+        *MODEL,
+        *METHODS,
+        *("--actors", "1", "--object-store-mb", "100"),
+    ]
+    finished = subprocess.run(
+        command, check=False, capture_output=True, text=True, timeout=240, cwd=REPO
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert f"{len(SIZES) + 1} images (1 failed)" in finished.stderr  # the console's summary
+    key = ("image_id", "method", "rank")
+    mine = {tuple(row[k] for k in key): row for row in read_rows(str(output)).to_pylist()}
+    theirs = {tuple(row[k] for k in key): row for row in read_rows(str(explained[0])).to_pylist()}
+    assert mine.keys() == theirs.keys()
+    for name, row in mine.items():
+        assert row["heatmap_png"] == theirs[name]["heatmap_png"], name
+        assert row["score"] == theirs[name]["score"], name
