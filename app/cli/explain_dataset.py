@@ -32,6 +32,8 @@ from app.serving.served_models import find_spec, first_loadable
 __all__ = ["explain_dataset_command"]
 
 MEBIBYTE = 1 << 20
+DEFAULT_SCORE_THRESHOLD = ExplainOptions().score_threshold
+DEFAULT_MAX_DETECTIONS = ExplainOptions().max_detections
 
 
 class HeatmapStore(StrEnum):
@@ -64,6 +66,13 @@ def explain_dataset_command(
     layer: LayerOption = None,
     target: TargetOption = None,
     top_k: Annotated[int, typer.Option(min=1, help="Explain the k most likely classes.")] = 1,
+    score_threshold: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="Detectors: leave out detections scoring below this."),
+    ] = DEFAULT_SCORE_THRESHOLD,
+    max_detections: Annotated[
+        int, typer.Option(min=1, help="Detectors: explain at most this many detections per image.")
+    ] = DEFAULT_MAX_DETECTIONS,
     threshold: Annotated[
         str, typer.Option(help="Region threshold: fraction of the heatmap's maximum, or 'otsu'.")
     ] = "0.5",
@@ -96,7 +105,7 @@ def explain_dataset_command(
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
 ) -> None:
     """Explain every image of INPUT on Ray Data; write one Parquet row per (image, explained
-    class, method) to OUTPUT, as it goes.
+    class or detection, method) to OUTPUT, as it goes.
 
     A rerun skips the images OUTPUT already holds. Images that cannot be read become rows with
     an error (listed at the end); they do not fail the run."""
@@ -119,7 +128,13 @@ def explain_dataset_command(
                 models_dir, model, architecture, weights, None if layer == FUSED_LAYER else layer
             ),
             options=ExplainOptions(
-                methods=methods, layer=layer, target=target, top_k=top_k, batch_size=batch_size
+                methods=methods,
+                layer=layer,
+                target=target,
+                top_k=top_k,
+                batch_size=batch_size,
+                score_threshold=score_threshold,
+                max_detections=max_detections,
             ),
             rows=rows,
             actors=actors,

@@ -25,15 +25,14 @@ from typing import Any
 import pyarrow as pa
 import torch
 
-from app.dataset.explained import ExplainOptions, explain_pixels, with_model_defaults
+from app.dataset.explained import ExplainOptions
 from app.dataset.inputs import read_file
+from app.dataset.model_explainer import load_explainer
 from app.dataset.output_files import write_rows
 from app.dataset.rows import ImageInfo, RowOptions, error_row, explanation_rows, rows_table
-from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError, ImageError
 from app.engine.images.imaging import DecodedImage, decode_image
 from app.engine.models.manifest import ModelSpec
-from app.engine.models.registry import load_model
 
 __all__ = ["WRITTEN_SCHEMA", "EngineSetup", "Explainer", "load_image"]
 
@@ -72,15 +71,14 @@ def load_image(path: str, max_pixels: int) -> DecodedImage | str:
 
 
 class Explainer:
-    """A Ray Data actor: one model, one engine, explaining batches of images with the same
-    pipeline as ``camserve explain``."""
+    """A Ray Data actor: one model (a classifier, explained with the same pipeline as
+    ``camserve explain``, or a detector), explaining batches of images."""
 
     def __init__(self, setup: EngineSetup) -> None:
         if setup.torch_threads is not None:
             torch.set_num_threads(setup.torch_threads)
-        loaded = load_model(setup.spec)
-        self.engine = CamEngine.from_loaded(loaded, device=setup.device)
-        self.options = with_model_defaults(setup.options, loaded)
+        self.model = load_explainer(setup.spec, setup.options, setup.device)
+        self.options = self.model.options
         self.rows = setup.rows
         self.output = setup.output
         self.readers = (
@@ -136,9 +134,9 @@ class Explainer:
         return done
 
     def _explain(self, chunk: list[tuple[ImageInfo, torch.Tensor]]) -> list[dict[str, Any]]:
-        pixels = [image.to(self.engine.device) for _, image in chunk]
+        pixels = [image.to(self.model.device) for _, image in chunk]
         try:
-            explained = explain_pixels(self.engine, pixels, self.options)
+            explained = self.model.explain(pixels, self.options)
         except CamserveError as error:
             return [error_row(info.image_id, info.path, str(error)) for info, _ in chunk]
         rows: list[dict[str, Any]] = []

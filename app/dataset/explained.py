@@ -43,6 +43,10 @@ class ExplainOptions:
     heatmaps: bool = False
     batch_size: int = 8
     max_pixels: int = 40_000_000
+    score_threshold: float = 0.5
+    """A detector's detections below this score are left out."""
+    max_detections: int = 10
+    """A detector's first (highest-scoring) detections explained, at most."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +73,12 @@ class ImageExplanation:
     scores: list[float]
     """The explained classes' probabilities, rounded to 6 digits."""
     predictions: list[tuple[int, str, float]]
-    """The model's top-k (class, label, probability), most likely first."""
+    """The model's top-k (class, label, probability), most likely first; a detector's: every
+    detection's (class, label, score)."""
     maps: list[MethodMaps]
+    boxes: list[tuple[float, float, float, float]] | None = None
+    """A detector's explained boxes (x0, y0, x1, y1 in original pixels), one per explained
+    class in rank order; ``None`` for a classifier."""
 
 
 def explain_pixels(

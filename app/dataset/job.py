@@ -28,6 +28,7 @@ from app.dataset.actor_pool import plan_pool
 from app.dataset.actors import WRITTEN_SCHEMA, EngineSetup, Explainer
 from app.dataset.explained import ExplainOptions
 from app.dataset.inputs import ImageRef, filesystem_of, list_images
+from app.dataset.model_explainer import check_dataset_options
 from app.dataset.output_files import written_images
 from app.dataset.rows import RowOptions
 from app.engine.models.manifest import ModelSpec
@@ -81,6 +82,7 @@ class DatasetSummary:
 
 def explain_dataset(job: DatasetJob) -> DatasetSummary:
     """Explain every image of ``job.source`` that ``job.output`` does not hold yet."""
+    check_dataset_options(job.spec, job.options)
     images = list_images(job.source)
     written = written_images(job.output)
     todo = [ref for ref in images if ref.image_id not in written.ids]

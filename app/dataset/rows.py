@@ -1,8 +1,10 @@
 """The output's rows: one per (image, explained class, method), or one per image that could
 not be explained (its ``error`` set, everything computed left null).
 
-Columns that only a detector fills (``detection_box``, ``detection_score``) are in the schema
-already and null for a classifier, so one schema serves both kinds of model.
+Columns that only a detector fills (``detection_box``, ``detection_score``) are null for a
+classifier, so one schema serves both kinds of model. A detector's row explains one detection
+(``rank`` its index, ``class_index``/``label``/``score`` its class and score); an image in
+which the detector found nothing is one row with no method and no error.
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ def explanation_rows(
         for c, label, score in explanation.predictions
     ]
     rows: list[dict[str, Any]] = []
+    if not explanation.maps:  # nothing to explain (a detector that found nothing)
+        return [{**_image_columns(image), "predictions": predictions}]
     for maps in explanation.maps:
         for rank, heatmap in enumerate(maps.heatmaps):
             agnostic = maps.class_agnostic
@@ -122,10 +126,7 @@ def explanation_rows(
                 _write(path, png)
             rows.append(
                 {
-                    "image_id": image.image_id,
-                    "path": image.path,
-                    "width": image.width,
-                    "height": image.height,
+                    **_image_columns(image),
                     "predictions": predictions,
                     "method": maps.method,
                     "layer": explanation.layer,
@@ -136,9 +137,28 @@ def explanation_rows(
                     "regions": _regions(heatmap, options),
                     "heatmap_png": None if path is not None else png,
                     "heatmap_path": path,
+                    **_detection_columns(explanation, rank),
                 }
             )
     return rows
+
+
+def _image_columns(image: ImageInfo) -> dict[str, Any]:
+    return {
+        "image_id": image.image_id,
+        "path": image.path,
+        "width": image.width,
+        "height": image.height,
+    }
+
+
+def _detection_columns(explanation: ImageExplanation, rank: int) -> dict[str, Any]:
+    if explanation.boxes is None:
+        return {}
+    return {
+        "detection_box": list(explanation.boxes[rank]),
+        "detection_score": explanation.scores[rank],
+    }
 
 
 def error_row(image_id: str, path: str, error: str) -> dict[str, Any]:

@@ -76,8 +76,8 @@ def read_images(output: str, methods: Sequence[str] = ()) -> list[StoredImage]:
             continue
         image.width, image.height = row["width"], row["height"]
         image.predictions = [(p["class_index"], p["label"], p["score"]) for p in row["predictions"]]
-        if methods and row["method"] not in methods:
-            continue
+        if row["method"] is None or (methods and row["method"] not in methods):
+            continue  # no method: a detector found nothing in the image
         image.explanations.append(
             StoredExplanation(
                 method=row["method"],

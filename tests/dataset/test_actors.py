@@ -15,7 +15,7 @@ from PIL import Image
 
 from app.dataset.actor_pool import READER_THREADS
 from app.dataset.actors import READ_AHEAD, EngineSetup, Explainer
-from app.dataset.explained import ExplainOptions, explain_pixels
+from app.dataset.explained import ExplainOptions
 from app.dataset.output_files import parquet_files, read_rows
 from app.dataset.rows import RowOptions
 from app.engine.images.imaging import decode_image
@@ -61,7 +61,7 @@ def test_each_image_gets_its_own_rows_in_order_and_bad_files_their_reason(
     explained = [row for row in rows if row["error"] is None]
     assert [row["image_id"] for row in explained] == [f"scene{i}.png" for i in range(len(SIZES))]
     decoded = [decode_image(p.read_bytes()) for p in paths if p.name.startswith("scene")]
-    expected = explain_pixels(explainer.engine, [d.pixels for d in decoded], explainer.options)
+    expected = explainer.model.explain([d.pixels for d in decoded], explainer.options)
     for row, image, outcome in zip(explained, decoded, expected, strict=True):
         assert (row["width"], row["height"]) == (image.width, image.height)
         heatmap = np.asarray(Image.open(io.BytesIO(row["heatmap_png"])))

@@ -28,7 +28,7 @@ from app.dataset.output_files import parquet_files, read_rows
 from app.engine.images.regions import find_regions
 from app.quality.scenes import scene_at, square_settings
 from scripts.ray_cluster import LocalRay, local_ray
-from tests.support import BROKEN_PNG
+from tests.support import BROKEN_PNG, write_dense_models
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = ["--model", "shapes", "--models-dir", str(REPO / "models")]
@@ -233,3 +233,49 @@ def test_one_actor_on_a_ray_of_its_own(
     for name, row in mine.items():
         assert row["heatmap_png"] == theirs[name]["heatmap_png"], name
         assert row["score"] == theirs[name]["score"], name
+
+
+def test_a_detector_explains_its_detections_on_the_cluster(
+    cluster: LocalRay, scenes: Path, tmp_path: Path
+) -> None:
+    dense = write_dense_models(tmp_path / "dense")
+    three = tmp_path / "three"
+    three.mkdir()
+    for index in range(3):
+        shutil.copy(scenes / f"scene{index}.png", three)
+    output = tmp_path / "rows"
+    result = runner.invoke(
+        cli,
+        [
+            *("explain-dataset", str(three), "-o", str(output)),
+            *("--model", "boxes", "--models-dir", str(dense), "--method", "gradcam,eigencam"),
+            *("--score-threshold", "0", "--max-detections", "2", "--actors", "2"),
+            *("--address", cluster.cluster.address),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "3 images (0 failed)" in result.output
+    rows = read_rows(str(output)).to_pylist()
+    assert Counter(row["image_id"] for row in rows) == {f"scene{i}.png": 4 for i in range(3)}
+    for row in rows:
+        assert row["rank"] in (0, 1)
+        x0, y0, x1, y1 = row["detection_box"]
+        assert 0 <= x0 < x1 <= row["width"]
+        assert 0 <= y0 < y1 <= row["height"]
+        assert row["detection_score"] == row["score"]
+        assert row["score"] == pytest.approx(row["predictions"][row["rank"]]["score"], abs=1e-6)
+        assert png_pixels(row["heatmap_png"]).shape == (row["height"], row["width"])
+
+
+def test_a_segmenter_is_refused_before_ray_starts(scenes: Path, tmp_path: Path) -> None:
+    dense = write_dense_models(tmp_path / "dense")
+    result = runner.invoke(
+        cli,
+        [
+            *("explain-dataset", str(scenes), "-o", str(tmp_path / "rows")),
+            *("--model", "regions", "--models-dir", str(dense)),
+        ],
+    )
+    assert result.exit_code != 0
+    assert "is a segmenter" in result.output
+    assert not (tmp_path / "rows").exists()
