@@ -1,6 +1,7 @@
 """A dataset run's output as annotations CVAT imports: the "CVAT for images 1.1" XML, one
 ``<image>`` per explained image (named by its id, as the task's files are named), each region of
-one CAM method as a ``<box>`` and a ``<polygon>`` labelled with the explained class.
+one CAM method as a ``<box>`` and a ``<polygon>`` labelled with the explained class; for a
+detector's rows, each explained detection as a ``<box>`` labelled with its class.
 
 Label names are made unique as the CVAT function names them (``app/labeling/cvat.py``: a
 repeated name gets its class index appended), so imported shapes land on the same labels as the
@@ -64,21 +65,38 @@ def cvat_annotations(
             width=str(image.width),
             height=str(image.height),
         )
-        for explanation in image.explanations:
-            if explanation.method != method or explanation.class_index is None:
-                continue
-            for region in explanation.regions:
-                _add_shapes(
-                    element, names[explanation.class_index], region.box, region.polygon, shapes
-                )
+        _add_image_shapes(element, image, method, names, shapes)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _add_image_shapes(
+    element: ET.Element,
+    image: StoredImage,
+    method: str,
+    names: dict[int, str],
+    shapes: Sequence[str],
+) -> None:
+    """A detector's explained boxes as rectangles (it has no outline for a polygon), or the
+    regions of ``method``'s maps of a classifier's explained classes."""
+    detections = image.detections()
+    for detection in detections:
+        if detection.detection_box is not None and detection.class_index is not None:
+            label = names[detection.class_index]
+            _add_shapes(element, label, detection.detection_box, [], ("rectangle",))
+    if detections:
+        return
+    for explanation in image.explanations:
+        if explanation.method != method or explanation.class_index is None:
+            continue
+        for region in explanation.regions:
+            _add_shapes(element, names[explanation.class_index], region.box, region.polygon, shapes)
 
 
 def _add_shapes(
     image: ET.Element,
     label: str,
-    box: tuple[int, int, int, int],
+    box: tuple[float, float, float, float],
     polygon: list[tuple[int, int]],
     shapes: Sequence[str],
 ) -> None:

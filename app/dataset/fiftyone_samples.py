@@ -5,7 +5,10 @@
 ``<output>/heatmaps/<method>/<image id>.png``. Writing it needs no FiftyOne.
 
 Each method's field holds its first explained class (rank 0), as FiftyOne keeps one heatmap
-per field.
+per field. A detector's rows give the fields ``camserve export-fiftyone`` writes for a
+detector (``app/labeling/fiftyone_dense.py``): its explained detections as ``Detections`` and
+one ``Heatmap`` per (method, detection); an image in which it found nothing is a sample with
+no detections.
 """
 
 from __future__ import annotations
@@ -15,8 +18,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from app.dataset.stored import StoredExplanation, StoredImage
 from app.engine.images.imaging import encode_image
+from app.labeling.fiftyone_dense import (
+    DetectedObject,
+    ImageDetections,
+    detection_labels,
+    detector_schema,
+)
 from app.labeling.fiftyone_export import (
     HEATMAPS_DIR,
     SAMPLES_FILE,
@@ -41,12 +52,19 @@ def fiftyone_dataset(
     info: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the heatmaps and ``samples.json`` for the explained images; return its path."""
-    explained = [image for image in images if image.error is None and image.explanations]
+    detector = any(image.detections() for image in images)
+    explained = [
+        image for image in images if image.error is None and (image.explanations or detector)
+    ]
     methods = tuple(dict.fromkeys(m for image in explained for m in image.methods()))
-    options = CamFieldOptions(methods=methods or ("gradcam",), prefix=prefix)
+    ranks = max((len(image.detections()) for image in explained), default=0)
+    options = CamFieldOptions(methods=methods or ("gradcam",), prefix=prefix, max_detections=ranks)
     heatmaps = output_dir.resolve() / HEATMAPS_DIR
-    samples = [_sample(image, heatmaps, prefix) for image in explained]
+    sample = _detector_sample if detector else _sample
+    samples = [sample(image, heatmaps, prefix) for image in explained]
     document = dataset_document(name, samples, options, info or {})
+    if detector:
+        document["sample_fields"] = detector_schema(options)
     output_dir.mkdir(parents=True, exist_ok=True)
     path = output_dir.resolve() / SAMPLES_FILE
     path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
@@ -71,6 +89,33 @@ def _sample(image: StoredImage, heatmaps: Path, prefix: str) -> dict[str, Any]:
         "metadata": metadata,
         **cam_labels(cams, paths, prefix),
     }
+
+
+def _detector_sample(image: StoredImage, heatmaps: Path, prefix: str) -> dict[str, Any]:
+    detections = image.detections()
+    found = ImageDetections(
+        image.width,
+        image.height,
+        [
+            DetectedObject(e.detection_box, e.class_index, e.label, e.score or 0.0)
+            for e in detections
+            if e.detection_box is not None and e.class_index is not None
+        ],
+        {
+            method: np.stack([e.heatmap() for e in _ranked(image, method)])
+            for method in image.methods()
+        },
+    )
+    return {
+        "filepath": image.path,
+        "tags": [],
+        "metadata": {"_cls": "ImageMetadata", "width": image.width, "height": image.height},
+        **detection_labels(found, heatmaps, Path(image.image_id), prefix),
+    }
+
+
+def _ranked(image: StoredImage, method: str) -> list[StoredExplanation]:
+    return sorted((e for e in image.explanations if e.method == method), key=lambda e: e.rank)
 
 
 def _method_cam(explanation: StoredExplanation, top: Prediction) -> MethodCam:

@@ -1,6 +1,9 @@
 """A dataset run's output as Label Studio tasks with predictions: the JSON list that Label
 Studio's import takes (``[{"data": {...}, "predictions": [{"model_version", "score",
-"result"}]}]``), one task per explained image and one prediction per CAM method.
+"result"}]}]``), one task per explained image and one prediction per CAM method; for a
+detector's rows, one prediction of its explained detections (``camserve detections``), filled
+as the ML backend fills a detector's (``app/labeling/labelstudio_dense.py``): each box whose
+class maps to a project label, scored by the detection's score.
 
 The results are built by ``app/labeling/labelstudio_results.py``, as the ML backend builds
 them, for the project's labeling config (its ``RectangleLabels`` and ``PolygonLabels`` on the
@@ -16,7 +19,9 @@ from typing import Any
 
 from app.dataset.stored import StoredExplanation, StoredImage
 from app.labeling.label_config import LabelControl, parse_label_config
+from app.labeling.labelstudio_dense import dense_results
 from app.labeling.labelstudio_results import LabeledClass, control_results
+from app.serving.jobs import DenseAnswer, FoundObject
 
 __all__ = ["TaskOptions", "default_controls", "label_studio_tasks"]
 
@@ -52,9 +57,7 @@ def label_studio_tasks(images: list[StoredImage], options: TaskOptions) -> list[
     return [
         {
             "data": {data_key: options.image_prefix + image.path, "camserve_id": image.image_id},
-            "predictions": [
-                _prediction(image, method, controls, options.mapping) for method in image.methods()
-            ],
+            "predictions": _predictions(image, controls, options.mapping),
         }
         for image in images
         if image.error is None
@@ -70,6 +73,34 @@ def _controls(config: str | None, labels: list[str]) -> tuple[str, list[LabelCon
         if controls:
             return image.data_key, controls
     raise ValueError("the labeling config has no RectangleLabels or PolygonLabels on an image")
+
+
+def _predictions(
+    image: StoredImage, controls: list[LabelControl], mapping: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    detections = image.detections()
+    if detections:
+        return [_detection_prediction(image, detections, controls, mapping)]
+    return [_prediction(image, method, controls, mapping) for method in image.methods()]
+
+
+def _detection_prediction(
+    image: StoredImage,
+    detections: list[StoredExplanation],
+    controls: list[LabelControl],
+    mapping: Mapping[str, str],
+) -> dict[str, Any]:
+    found = [
+        FoundObject(e.detection_box, e.class_index, e.score or 0.0)
+        for e in detections
+        if e.detection_box is not None and e.class_index is not None
+    ]
+    names = {e.class_index: e.label for e in detections if e.class_index is not None}
+    labels = [names.get(index, "") for index in range(max(names, default=-1) + 1)]
+    answer = DenseAnswer(found, found, list(range(len(found))))
+    results, _ = dense_results(controls, answer, labels, mapping, (image.width, image.height))
+    top = found[0].score if found else 0.0
+    return {"model_version": "camserve detections", "score": top, "result": results}
 
 
 def _prediction(

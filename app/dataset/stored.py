@@ -29,6 +29,8 @@ class StoredExplanation:
     regions: list[Region]
     heatmap_png: bytes | None
     heatmap_path: str | None
+    detection_box: tuple[float, float, float, float] | None = None
+    """A detector's explained box (original pixels); ``None`` for a classifier."""
 
     def heatmap(self) -> NDArray[np.uint8]:
         """The (H, W) 8-bit heatmap, from the row's PNG bytes or the file it names."""
@@ -50,6 +52,12 @@ class StoredImage:
 
     def methods(self) -> list[str]:
         return list(dict.fromkeys(e.method for e in self.explanations))
+
+    def detections(self) -> list[StoredExplanation]:
+        """A detector's explained detections, one per rank (the first method's rows: every
+        method explains the same boxes); empty for a classifier."""
+        first = self.methods()[:1]
+        return [e for e in self.explanations if e.method in first and e.detection_box is not None]
 
 
 def stored_region(value: dict[str, Any]) -> Region:
@@ -88,8 +96,16 @@ def read_images(output: str, methods: Sequence[str] = ()) -> list[StoredImage]:
                 regions=[stored_region(region) for region in row["regions"]],
                 heatmap_png=row["heatmap_png"],
                 heatmap_path=row["heatmap_path"],
+                detection_box=_box(row["detection_box"]),
             )
         )
     for image in images.values():
         image.explanations.sort(key=lambda e: (e.method, e.rank))
     return [images[key] for key in sorted(images)]
+
+
+def _box(value: list[float] | None) -> tuple[float, float, float, float] | None:
+    if value is None:
+        return None
+    x0, y0, x1, y1 = value
+    return (x0, y0, x1, y1)

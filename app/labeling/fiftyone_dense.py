@@ -80,6 +80,8 @@ __all__ = [
     "ImageSegments",
     "detection_field",
     "detection_heatmap_field",
+    "detection_labels",
+    "detector_schema",
     "explain_detector_images",
     "explain_segmenter_images",
     "export_dense_images",
@@ -227,7 +229,7 @@ def _with_fractions(cams: ImageCams, classes: NDArray[np.uint8]) -> ImageCams:
 # ------------------------------------------------------------------ documents and files
 
 
-def _detection_labels(
+def detection_labels(
     found: ImageDetections, root: Path, relative: Path, prefix: str
 ) -> dict[str, dict[str, Any]]:
     labels: dict[str, dict[str, Any]] = {
@@ -274,11 +276,11 @@ def _segmentation_labels(
 
 def _labels(found: Found, output: Path, relative: Path, prefix: str) -> dict[str, dict[str, Any]]:
     if isinstance(found, ImageDetections):
-        return _detection_labels(found, output / HEATMAPS_DIR, relative, prefix)
+        return detection_labels(found, output / HEATMAPS_DIR, relative, prefix)
     return _segmentation_labels(found, output, relative, prefix)
 
 
-def _detector_schema(options: CamFieldOptions) -> dict[str, str]:
+def detector_schema(options: CamFieldOptions) -> dict[str, str]:
     field = detection_field(options.prefix)
     schema = {
         field: embedded("Detections"),
@@ -316,7 +318,7 @@ def export_dense_images(
         explain = partial(
             explain_detector_images, loaded, options=options, device=torch.device(device)
         )
-        schema, mask_targets = _detector_schema(options), None
+        schema, mask_targets = detector_schema(options), None
     else:
         explain = partial(
             explain_segmenter_images, segmenter_engine(loaded, device), options=options
