@@ -82,13 +82,7 @@ def _sample(image: StoredImage, heatmaps: Path, prefix: str) -> dict[str, Any]:
     for cam in cams.methods:
         paths[cam.method].parent.mkdir(parents=True, exist_ok=True)
         paths[cam.method].write_bytes(encode_image(cam.heatmap, "png"))
-    metadata = {"_cls": "ImageMetadata", "width": image.width, "height": image.height}
-    return {
-        "filepath": image.path,
-        "tags": [],
-        "metadata": metadata,
-        **cam_labels(cams, paths, prefix),
-    }
+    return {**_sample_base(image), **cam_labels(cams, paths, prefix)}
 
 
 def _detector_sample(image: StoredImage, heatmaps: Path, prefix: str) -> dict[str, Any]:
@@ -107,11 +101,14 @@ def _detector_sample(image: StoredImage, heatmaps: Path, prefix: str) -> dict[st
         },
     )
     return {
-        "filepath": image.path,
-        "tags": [],
-        "metadata": {"_cls": "ImageMetadata", "width": image.width, "height": image.height},
+        **_sample_base(image),
         **detection_labels(found, heatmaps, Path(image.image_id), prefix),
     }
+
+
+def _sample_base(image: StoredImage) -> dict[str, Any]:
+    metadata = {"_cls": "ImageMetadata", "width": image.width, "height": image.height}
+    return {"filepath": image.path, "tags": [], "metadata": metadata}
 
 
 def _ranked(image: StoredImage, method: str) -> list[StoredExplanation]:
