@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-import torch
 from PIL import Image
 
 from app.dataset.actors import EngineSetup, Explainer
@@ -29,7 +28,7 @@ from app.labeling.fiftyone_documents import relative_box
 from app.serving.served_models import find_spec
 from scripts.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
-from tests.support import write_dense_models
+from tests.support import write_dense_models, write_image_folder
 
 METHODS = ("gradcam", "eigencam")
 SIZES = [(200, 150), (160, 120)]
@@ -41,12 +40,9 @@ def output(tmp_path_factory: pytest.TempPathFactory) -> Path:
     of the first (``none.png``) explained at threshold 1, where nothing is found."""
     root = tmp_path_factory.mktemp("detector")
     dense = write_dense_models(root / "models")
-    generator = torch.Generator().manual_seed(8)
-    paths = []
-    for index, (width, height) in enumerate(SIZES):
-        pixels = torch.randint(0, 256, (height, width, 3), generator=generator, dtype=torch.uint8)
-        paths.append(root / f"photo{index}.png")
-        Image.fromarray(pixels.numpy()).save(paths[-1])
+    names = {f"photo{index}.png": size for index, size in enumerate(SIZES)}
+    write_image_folder(root, names, seed=8)
+    paths = [root / name for name in names]
     (root / "none.png").write_bytes(paths[0].read_bytes())
     rows = root / "rows"
     rows.mkdir()

@@ -28,7 +28,7 @@ from app.engine.models.dense import load_dense_model
 from app.serving.detector_jobs import DetectorExplainer
 from app.serving.jobs import BatchKey, DetectionOptions, Job, JobResult
 from app.serving.served_models import find_spec
-from tests.support import write_dense_models
+from tests.support import write_dense_models, write_image_folder
 
 METHODS = ("gradcam", "eigencam")
 SIZES = [(200, 150), (160, 120), (200, 150)]
@@ -43,13 +43,9 @@ def dense_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     folder = tmp_path_factory.mktemp("images")
-    generator = torch.Generator().manual_seed(3)
-    paths = []
-    for index, (width, height) in enumerate(SIZES):
-        pixels = torch.randint(0, 256, (height, width, 3), generator=generator, dtype=torch.uint8)
-        paths.append(folder / f"photo{index}.png")
-        Image.fromarray(pixels.numpy()).save(paths[-1])
-    return paths
+    names = {f"photo{index}.png": size for index, size in enumerate(SIZES)}
+    write_image_folder(folder, names, seed=3)
+    return [folder / name for name in names]
 
 
 def run_actor(
