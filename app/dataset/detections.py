@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from torch import Tensor
 
 from app.dataset.explained import ExplainOptions, ImageExplanation, MethodMaps
-from app.engine.detection_maps import DetectionMaps, explain_detections
+from app.engine.detection_maps import DetectionMaps, detector_methods_named, explain_detections
 from app.engine.images.render import render
 from app.engine.models.dense import LoadedDenseModel
 from app.serving.detector_jobs import detector_methods, draw_box
@@ -43,7 +43,7 @@ def detector_defaults(options: ExplainOptions, loaded: LoadedDenseModel) -> Expl
     """``options`` with the detector's own method (as the server picks it) and layer where the
     command line named none."""
     if options.methods:
-        methods = options.methods
+        methods = tuple(method.name for method in detector_methods_named(options.methods))
     else:
         usable = detector_methods(loaded)
         own = loaded.method if loaded.method in usable else None

@@ -19,7 +19,7 @@ from app.dataset.explained import (
     explain_pixels,
     with_model_defaults,
 )
-from app.engine.detection_maps import DETECTOR_METHODS
+from app.engine.detection_maps import detector_methods_named
 from app.engine.devices import resolve_device
 from app.engine.engine import CamEngine
 from app.engine.errors import ManifestError, MethodNotApplicableError
@@ -71,9 +71,4 @@ def check_dataset_options(spec: ModelSpec, options: ExplainOptions) -> None:
             f"model {spec.name!r} is a detector: it explains its own detections "
             "(--score-threshold, --max-detections), not a --target class or the --top-k classes"
         )
-    refused = [name for name in options.methods if name not in DETECTOR_METHODS]
-    if refused:
-        raise MethodNotApplicableError(
-            f"{refused[0]} reads a classifier's logits, which a detector has not; "
-            f"for detectors choose one of: {', '.join(DETECTOR_METHODS)}"
-        )
+    detector_methods_named(options.methods)

@@ -44,6 +44,7 @@ __all__ = [
     "DetectionMaps",
     "check_box_inside",
     "detection_layers",
+    "detector_methods_named",
     "explain_detections",
     "given_box",
     "parse_box",
@@ -128,6 +129,19 @@ def _level(levels: OrderedDict[str, Tensor], layer: str) -> Tensor:
     return levels[match.group(1)]
 
 
+def detector_methods_named(names: Sequence[str]) -> list[CamMethod]:
+    """The methods ``names`` name (any spelling ``get_method`` takes); refused where one reads
+    a classifier's logits, which a detector has not."""
+    chosen = [get_method(name) for name in names]
+    refused = [method.name for method in chosen if method.name not in DETECTOR_METHODS]
+    if refused:
+        raise MethodNotApplicableError(
+            f"{refused[0]} reads a classifier's logits, which a detector has not; "
+            f"for detectors choose one of: {', '.join(DETECTOR_METHODS)}"
+        )
+    return chosen
+
+
 def explain_detections(
     model: nn.Module,
     images: Sequence[Tensor],
@@ -141,13 +155,7 @@ def explain_detections(
     """Detections and maps of each image: the first ``max_detections`` detections explained,
     or, where ``given[i]`` is (boxes (K, 4) original pixels, labels (K,)), those boxes.
     Images of one size share one pass; each size gets its own."""
-    chosen = [get_method(name) for name in methods]
-    refused = [method.name for method in chosen if method.name not in DETECTOR_METHODS]
-    if refused:
-        raise MethodNotApplicableError(
-            f"{refused[0]} reads a classifier's logits, which a detector has not; "
-            f"for detectors choose one of: {', '.join(DETECTOR_METHODS)}"
-        )
+    chosen = detector_methods_named(methods)
     answers: list[DetectionMaps | None] = [None] * len(images)
     for indices in _same_size_groups(images):
         run = run_detector(model, [images[i] for i in indices], score_threshold)

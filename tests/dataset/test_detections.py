@@ -17,6 +17,7 @@ import torch
 from PIL import Image
 
 from app.dataset.actors import EngineSetup, Explainer
+from app.dataset.detections import detector_defaults
 from app.dataset.explained import ExplainOptions
 from app.dataset.model_explainer import check_dataset_options
 from app.dataset.output_files import read_rows, written_images
@@ -147,3 +148,11 @@ def test_what_a_dataset_run_cannot_explain_is_refused_up_front(
 ) -> None:
     with pytest.raises(error, match=words):
         check_dataset_options(find_spec(dense_dir, manifest), options)
+
+
+def test_a_detectors_methods_take_every_spelling_the_service_takes(dense_dir: Path) -> None:
+    spec = find_spec(dense_dir, "boxes")
+    options = ExplainOptions(("GradCAM", "gradcampp"))
+    check_dataset_options(spec, options)
+    named = detector_defaults(options, load_dense_model(spec))
+    assert named.methods == ("gradcam", "gradcam++")
