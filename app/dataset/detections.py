@@ -12,9 +12,9 @@ from torch import Tensor
 
 from app.dataset.explained import ExplainOptions, ImageExplanation, MethodMaps
 from app.engine.detection_maps import DetectionMaps, detector_methods_named, explain_detections
-from app.engine.images.render import render
+from app.engine.images.render import RenderOptions
 from app.engine.models.dense import LoadedDenseModel
-from app.serving.detector_jobs import detector_methods, draw_box
+from app.serving.detector_jobs import detector_methods, render_with_boxes
 
 __all__ = ["detector_defaults", "explain_detected"]
 
@@ -90,19 +90,6 @@ def _method_maps(
     boxes: list[tuple[float, float, float, float]],
     options: ExplainOptions,
 ) -> MethodMaps:
-    (rendered,) = render(
-        answer.raw_maps[key][None],
-        [image],
-        alpha=options.alpha,
-        colormap=options.colormap,
-        placement=lambda _size: answer.placement,
-    )
-    overlays = rendered.overlays.cpu().numpy()
-    for overlay, box in zip(overlays, boxes, strict=True):
-        draw_box(overlay, box)
-    return MethodMaps(
-        method=key[1],
-        class_agnostic=False,
-        overlays=overlays,
-        heatmaps=rendered.heatmaps.cpu().numpy(),
-    )
+    render_options = RenderOptions(options.alpha, options.colormap)
+    overlays, heatmaps = render_with_boxes(image, answer, key, boxes, render_options)
+    return MethodMaps(method=key[1], class_agnostic=False, overlays=overlays, heatmaps=heatmaps)

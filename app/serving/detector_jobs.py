@@ -14,13 +14,13 @@ from numpy.typing import NDArray
 from torch import Tensor, nn
 
 from app.engine.detection_maps import DETECTOR_METHODS, DetectionMaps, explain_detections
-from app.engine.images.render import normalize_maps, render
+from app.engine.images.render import RenderOptions, normalize_maps, render
 from app.engine.methods import get_method
 from app.engine.models.dense import LoadedDenseModel
 from app.engine.models.detector_pass import is_two_stage, matching_detections
 from app.serving.jobs import DenseAnswer, FoundObject, Job, JobResult, MethodMaps
 
-__all__ = ["DetectorExplainer", "detector_methods", "draw_box"]
+__all__ = ["DetectorExplainer", "detector_methods", "draw_box", "render_with_boxes"]
 
 WARM_UP_SIZE = (240, 320)
 
@@ -127,26 +127,41 @@ class DetectorExplainer:
     ) -> MethodMaps:
         layer, method = key
         raw = answer.raw_maps[key]
-        (rendered,) = render(
-            raw[None],
-            [image],
-            alpha=job.render.alpha,
-            colormap=job.render.colormap,
-            placement=lambda _size: answer.placement,
-        )
-        overlays = rendered.overlays.cpu().numpy()
-        for overlay, found in zip(overlays, explained, strict=True):
-            draw_box(overlay, found.box)
+        boxes = [found.box for found in explained]
+        overlays, heatmaps = render_with_boxes(image, answer, key, boxes, job.render)
         gradient = get_method(method).needs_gradients
         return MethodMaps(
             layer=layer,
             method=method,
             class_agnostic=False,
             overlays=overlays,
-            heatmaps=rendered.heatmaps.cpu().numpy(),
+            heatmaps=heatmaps,
             layer_maps=normalize_maps(raw.clamp_min(0)).cpu().numpy(),
             empty=(answer.targets.cpu() == 0).numpy() & gradient,
         )
+
+
+def render_with_boxes(
+    image: Tensor,
+    answer: DetectionMaps,
+    key: tuple[str, str],
+    boxes: Sequence[tuple[float, float, float, float]],
+    options: RenderOptions,
+) -> tuple[NDArray[np.uint8], NDArray[np.uint8]]:
+    """The (layer, method) maps of ``answer`` over ``image`` ((3, H, W) uint8 on the maps'
+    device) at the original size: (K, H, W, 3) overlays, each with its explained box drawn, and
+    (K, H, W) heatmaps."""
+    (rendered,) = render(
+        answer.raw_maps[key][None],
+        [image],
+        alpha=options.alpha,
+        colormap=options.colormap,
+        placement=lambda _size: answer.placement,
+    )
+    overlays: NDArray[np.uint8] = rendered.overlays.cpu().numpy()
+    for overlay, box in zip(overlays, boxes, strict=True):
+        draw_box(overlay, box)
+    return overlays, rendered.heatmaps.cpu().numpy()
 
 
 def _dense_answer(answer: DetectionMaps, *, named: bool) -> DenseAnswer:
