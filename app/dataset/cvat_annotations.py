@@ -81,9 +81,7 @@ def _add_image_shapes(
     regions of ``method``'s maps of a classifier's explained classes."""
     detections = image.detections()
     for detection in detections:
-        if detection.detection_box is not None and detection.class_index is not None:
-            label = names[detection.class_index]
-            _add_shapes(element, label, detection.detection_box, [], ("rectangle",))
+        _add_shapes(element, names[detection.class_index], detection.box, [], ("rectangle",))
     if detections:
         return
     for explanation in image.explanations:

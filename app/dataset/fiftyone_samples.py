@@ -86,15 +86,10 @@ def _sample(image: StoredImage, heatmaps: Path, prefix: str) -> dict[str, Any]:
 
 
 def _detector_sample(image: StoredImage, heatmaps: Path, prefix: str) -> dict[str, Any]:
-    detections = image.detections()
     found = ImageDetections(
         image.width,
         image.height,
-        [
-            DetectedObject(e.detection_box, e.class_index, e.label, e.score or 0.0)
-            for e in detections
-            if e.detection_box is not None and e.class_index is not None
-        ],
+        [DetectedObject(d.box, d.class_index, d.label, d.score) for d in image.detections()],
         {
             method: np.stack([e.heatmap() for e in _ranked(image, method)])
             for method in image.methods()

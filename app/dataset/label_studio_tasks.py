@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.dataset.stored import StoredExplanation, StoredImage
+from app.dataset.stored import StoredDetection, StoredExplanation, StoredImage
 from app.labeling.label_config import LabelControl, parse_label_config
 from app.labeling.labelstudio_dense import dense_results
 from app.labeling.labelstudio_results import LabeledClass, control_results
@@ -86,16 +86,12 @@ def _predictions(
 
 def _detection_prediction(
     image: StoredImage,
-    detections: list[StoredExplanation],
+    detections: list[StoredDetection],
     controls: list[LabelControl],
     mapping: Mapping[str, str],
 ) -> dict[str, Any]:
-    found = [
-        FoundObject(e.detection_box, e.class_index, e.score or 0.0)
-        for e in detections
-        if e.detection_box is not None and e.class_index is not None
-    ]
-    names = {e.class_index: e.label for e in detections if e.class_index is not None}
+    found = [FoundObject(d.box, d.class_index, d.score) for d in detections]
+    names = {d.class_index: d.label for d in detections}
     labels = [names.get(index, "") for index in range(max(names, default=-1) + 1)]
     answer = DenseAnswer(found, found, list(range(len(found))))
     results, _ = dense_results(controls, answer, labels, mapping, (image.width, image.height))

@@ -15,7 +15,7 @@ from app.dataset.output_files import read_rows
 from app.engine.images.imaging import decode_image
 from app.engine.images.regions import Region
 
-__all__ = ["StoredExplanation", "StoredImage", "read_images", "stored_region"]
+__all__ = ["StoredDetection", "StoredExplanation", "StoredImage", "read_images", "stored_region"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,18 @@ class StoredExplanation:
         return decode_image(data).pixels[0].numpy()
 
 
+@dataclass(frozen=True)
+class StoredDetection:
+    """A detector's explained detection, as its rows store it."""
+
+    rank: int
+    box: tuple[float, float, float, float]
+    """(x0, y0, x1, y1) in original pixels."""
+    class_index: int
+    label: str
+    score: float
+
+
 @dataclass
 class StoredImage:
     image_id: str
@@ -53,11 +65,15 @@ class StoredImage:
     def methods(self) -> list[str]:
         return list(dict.fromkeys(e.method for e in self.explanations))
 
-    def detections(self) -> list[StoredExplanation]:
-        """A detector's explained detections, one per rank (the first method's rows: every
+    def detections(self) -> list[StoredDetection]:
+        """A detector's explained detections in rank order (from the first method's rows: every
         method explains the same boxes); empty for a classifier."""
         first = self.methods()[:1]
-        return [e for e in self.explanations if e.method in first and e.detection_box is not None]
+        return [
+            StoredDetection(e.rank, e.detection_box, e.class_index, e.label, e.score or 0.0)
+            for e in self.explanations
+            if e.method in first and e.detection_box is not None and e.class_index is not None
+        ]
 
 
 def stored_region(value: dict[str, Any]) -> Region:
