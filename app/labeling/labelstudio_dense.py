@@ -14,7 +14,7 @@ Classes are mapped to project labels as for classifiers (``LabelControl.project_
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,6 +30,8 @@ from app.serving.jobs import DenseAnswer, FoundObject, Segment
 
 __all__ = ["DenseResults", "dense_results"]
 
+Found = TypeVar("Found", FoundObject, Segment)
+"""A detection or a segment: what a result labels by its class."""
 DenseResults = tuple[list[dict[str, Any]], list[float]]
 """The results of an image's controls, and the scores they carry."""
 
@@ -61,11 +63,7 @@ def _detection_results(
     results: list[dict[str, Any]] = []
     scores: list[float] = []
     for control in controls:
-        mapped = [
-            (label, found)
-            for found in detections
-            if (label := control.project_label(labels[found.class_index], label_map)) is not None
-        ]
+        mapped = _mapped(control, detections, labels, label_map)
         if control.kind == "rectanglelabels":
             for label, found in mapped:
                 value = rectangle_value(found.box, label, size)
@@ -89,12 +87,7 @@ def _segment_results(
     scores: list[float] = []
     parts: dict[int, list[Region]] = {}
     for control in controls:
-        mapped = [
-            (label, segment)
-            for segment in segments
-            if (label := control.project_label(labels[segment.class_index], label_map)) is not None
-        ]
-        for label, segment in mapped:
+        for label, segment in _mapped(control, segments, labels, label_map):
             score = segment.fraction
             if control.kind == "choices":
                 values = [{"choices": [label]}]
@@ -109,6 +102,20 @@ def _segment_results(
             results += [labeled_result(control, value, placed, score) for value in values]
             scores += [score] * len(values)
     return results, scores
+
+
+def _mapped(
+    control: LabelControl,
+    found: Iterable[Found],
+    labels: Sequence[str],
+    label_map: Mapping[str, str],
+) -> list[tuple[str, Found]]:
+    """Each of ``found`` whose class maps to one of the control's labels, with that label."""
+    return [
+        (label, item)
+        for item in found
+        if (label := control.project_label(labels[item.class_index], label_map)) is not None
+    ]
 
 
 def _mask_parts(segment: Segment) -> list[Region]:
