@@ -36,7 +36,7 @@ from app.engine.models.dense import LoadedDenseModel
 from app.engine.models.layers import find_candidate_layers, resolve_layer
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import LoadedModel, load_model
-from app.engine.models.segmenters import target_ranking
+from app.engine.models.segmenters import area_ranking
 from app.engine.models.tokens import class_logits, describe_layout
 from app.engine.results import (
     BatchExplanation,
@@ -330,10 +330,8 @@ class CamEngine:
         with torch.inference_mode(False), grad_mode, hooks as records:
             logits = self._forward(batch)
             activations = [records[name].require_activation() for name in layer_names]
-            ranking = target_ranking(self.model, logits)
-            chosen = choose_targets(
-                logits, targets, top_k, self.labels, None if ranking is logits else ranking
-            )
+            ranking = area_ranking(self.model, logits)
+            chosen = choose_targets(logits, targets, top_k, self.labels, ranking)
             captures = [records[name] for name in layer_names]
             gradients = class_gradients(logits, captures, chosen) if needs_gradients else []
         return CapturedPass(

@@ -19,6 +19,7 @@ from app.engine.images.resize_policy import Placement, place_maps
 
 __all__ = [
     "SegmentationScores",
+    "area_ranking",
     "class_areas",
     "explaining_regions",
     "largest_classes",
@@ -26,7 +27,6 @@ __all__ = [
     "predicted_masks",
     "region_mask",
     "segment",
-    "target_ranking",
 ]
 
 
@@ -103,14 +103,15 @@ def region_mask(box: Sequence[float], placement: Placement) -> Tensor:
     return (inside_y[:, None] & inside_x[None, :]).float()
 
 
-def target_ranking(model: nn.Module, logits: Tensor) -> Tensor:
-    """What a model's default targets are ranked by: a segmenter's classes by the area its
-    last pass predicted for them (the largest first), any other model's by its logits."""
+def area_ranking(model: nn.Module, logits: Tensor) -> Tensor | None:
+    """What a segmenter's default targets are ranked by instead of its ``logits``: the area its
+    last pass predicted for each class (the largest first); ``None`` for any other model (its
+    logits rank its classes)."""
     if isinstance(model, SegmentationScores) and model.last_scores is not None:
         areas = class_areas(model.last_scores)
         if areas.shape == logits.shape:
             return areas
-    return logits
+    return None
 
 
 def predicted_masks(scores: Tensor) -> Tensor:
