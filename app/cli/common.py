@@ -55,6 +55,11 @@ TargetOption = Annotated[
 BatchSizeOption = Annotated[int, typer.Option(min=1, help="Images per engine call.")]
 DeviceOption = Annotated[str, typer.Option(envvar="CAMSERVE_DEVICE", help="auto, cpu, cuda.")]
 """Options shared by the commands that run the engine locally (explain, eval, export-fiftyone)."""
+ScoreThresholdOption = Annotated[
+    float, typer.Option(min=0.0, max=1.0, help="Detectors: keep the detections scoring above this.")
+]
+"""The detector option of explain-dataset, export-fiftyone and cvat-function (default
+``DEFAULT_SCORE_THRESHOLD``)."""
 DatasetOutput = Annotated[str, typer.Argument(help="The output folder of explain-dataset.")]
 """What the dataset-* export commands read."""
 

@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import ModelsDir, cli, console, fail
+from app.cli.common import ModelsDir, ScoreThresholdOption, cli, console, fail
 from app.config import DEFAULT_MODELS_DIR
+from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 from app.engine.errors import CamserveError
 from app.engine.images.regions import parse_threshold
 from app.engine.models.dense import published_categories
@@ -51,9 +52,7 @@ def cvat_function(
     network: Annotated[
         str, typer.Option(help="Docker network of CVAT that the function joins.")
     ] = DEFAULT_NETWORK,
-    score_threshold: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="Detectors: return detections above this.")
-    ] = 0.5,
+    score_threshold: ScoreThresholdOption = DEFAULT_SCORE_THRESHOLD,
 ) -> None:
     """Write the nuclio function configuration that serves MODEL to CVAT as a detector.
 

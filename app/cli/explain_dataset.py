@@ -14,6 +14,7 @@ from app.cli.common import (
     LayerOption,
     ModelOption,
     ModelsDir,
+    ScoreThresholdOption,
     TargetOption,
     WeightsOption,
     choose_spec,
@@ -23,6 +24,7 @@ from app.cli.common import (
 )
 from app.config import DEFAULT_MODELS_DIR
 from app.dataset.explained import ExplainOptions
+from app.engine.detection_maps import DEFAULT_MAX_DETECTIONS, DEFAULT_SCORE_THRESHOLD
 from app.engine.errors import CamserveError
 from app.engine.fusion import FUSED_LAYER
 from app.engine.images.regions import parse_threshold
@@ -32,8 +34,6 @@ from app.serving.served_models import find_spec, first_loadable
 __all__ = ["explain_dataset_command"]
 
 MEBIBYTE = 1 << 20
-DEFAULT_SCORE_THRESHOLD = ExplainOptions().score_threshold
-DEFAULT_MAX_DETECTIONS = ExplainOptions().max_detections
 
 
 class HeatmapStore(StrEnum):
@@ -66,10 +66,7 @@ def explain_dataset_command(
     layer: LayerOption = None,
     target: TargetOption = None,
     top_k: Annotated[int, typer.Option(min=1, help="Explain the k most likely classes.")] = 1,
-    score_threshold: Annotated[
-        float,
-        typer.Option(min=0.0, max=1.0, help="Detectors: leave out detections scoring below this."),
-    ] = DEFAULT_SCORE_THRESHOLD,
+    score_threshold: ScoreThresholdOption = DEFAULT_SCORE_THRESHOLD,
     max_detections: Annotated[
         int, typer.Option(min=1, help="Detectors: explain at most this many detections per image.")
     ] = DEFAULT_MAX_DETECTIONS,

@@ -15,6 +15,7 @@ from app.cli.common import (
     LayerOption,
     ModelOption,
     ModelsDir,
+    ScoreThresholdOption,
     TargetOption,
     WeightsOption,
     choose_spec,
@@ -24,6 +25,7 @@ from app.cli.common import (
     progress_bar,
 )
 from app.config import DEFAULT_MODELS_DIR
+from app.engine.detection_maps import DEFAULT_MAX_DETECTIONS, DEFAULT_SCORE_THRESHOLD
 from app.engine.devices import resolve_device
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
@@ -75,12 +77,10 @@ def export_fiftyone(
     batch_size: BatchSizeOption = 8,
     device: DeviceOption = "auto",
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
-    score_threshold: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="Detectors: list detections above this.")
-    ] = 0.5,
+    score_threshold: ScoreThresholdOption = DEFAULT_SCORE_THRESHOLD,
     max_detections: Annotated[
         int, typer.Option(min=0, help="Detectors: heatmaps for this many detections.")
-    ] = 10,
+    ] = DEFAULT_MAX_DETECTIONS,
 ) -> None:
     """Write CAM heatmaps and their boxes as a FiftyOne dataset.
 

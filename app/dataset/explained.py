@@ -16,6 +16,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
+from app.engine.detection_maps import DEFAULT_MAX_DETECTIONS, DEFAULT_SCORE_THRESHOLD
 from app.engine.engine import CamEngine
 from app.engine.fusion import default_layer
 from app.engine.images.render import RenderOptions
@@ -43,9 +44,9 @@ class ExplainOptions:
     heatmaps: bool = False
     batch_size: int = 8
     max_pixels: int = 40_000_000
-    score_threshold: float = 0.5
+    score_threshold: float = DEFAULT_SCORE_THRESHOLD
     """A detector's detections below this score are left out."""
-    max_detections: int = 10
+    max_detections: int = DEFAULT_MAX_DETECTIONS
     """A detector's first (highest-scoring) detections explained, at most."""
 
 

@@ -40,6 +40,8 @@ from app.engine.models.detector_pass import DetectorPass, box_score_gradients, r
 from app.engine.targets import class_index
 
 __all__ = [
+    "DEFAULT_MAX_DETECTIONS",
+    "DEFAULT_SCORE_THRESHOLD",
     "DETECTOR_METHODS",
     "DetectionMaps",
     "check_box_inside",
@@ -51,6 +53,10 @@ __all__ = [
     "pyramid_view",
 ]
 
+DEFAULT_SCORE_THRESHOLD = 0.5
+"""A detector's detections kept by default: those scoring above one half."""
+DEFAULT_MAX_DETECTIONS = 10
+"""How many of a detector's detections (best first) are explained by default."""
 DETECTOR_METHODS = ("gradcam", "gradcam++", "xgradcam", "hirescam", "layercam", "eigencam")
 LEVEL_LAYER = re.compile(rf"{PYRAMID_LAYER}\[([^\]]+)\]")
 
@@ -148,7 +154,7 @@ def explain_detections(
     methods: Sequence[str],
     layers: Sequence[str] = (PYRAMID_LAYER,),
     *,
-    max_detections: int = 10,
+    max_detections: int = DEFAULT_MAX_DETECTIONS,
     score_threshold: float | None = None,
     given: Sequence[tuple[Tensor, Tensor] | None] | None = None,
 ) -> list[DetectionMaps]:

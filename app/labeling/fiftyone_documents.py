@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from app.engine.detection_maps import DEFAULT_MAX_DETECTIONS, DEFAULT_SCORE_THRESHOLD
 from app.engine.errors import CamserveError
 from app.engine.images.regions import Region, Threshold
 from app.engine.methods import get_method
@@ -67,9 +68,9 @@ class CamFieldOptions:
     """The start of every field name."""
     batch_size: int = 8
     max_pixels: int = 40_000_000
-    score_threshold: float = 0.5
+    score_threshold: float = DEFAULT_SCORE_THRESHOLD
     """Detectors: the detections scoring above this are listed."""
-    max_detections: int = 10
+    max_detections: int = DEFAULT_MAX_DETECTIONS
     """Detectors: how many of the detections (best first) get heatmaps."""
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import __version__
+from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 from app.engine.errors import ExplanationError
 from app.engine.images.regions import Region, Threshold, find_regions, parse_threshold
 from app.engine.methods import get_method
@@ -42,7 +43,7 @@ class PredictionOptions:
     largest_only: bool
     classes: int
     label_map: Mapping[str, str]
-    score_threshold: float = 0.5
+    score_threshold: float = DEFAULT_SCORE_THRESHOLD
     """Detectors: the detections scoring above this become boxes."""
 
 

@@ -7,7 +7,12 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from app.engine.detection_maps import check_box_inside, parse_box
+from app.engine.detection_maps import (
+    DEFAULT_MAX_DETECTIONS,
+    DEFAULT_SCORE_THRESHOLD,
+    check_box_inside,
+    parse_box,
+)
 from app.engine.errors import ExplanationError, InvalidTargetError
 from app.serving.jobs import DetectionOptions
 
@@ -25,10 +30,6 @@ __all__ = [
     "region_request",
 ]
 
-DEFAULT_SCORE_THRESHOLD = 0.5
-"""A detector's detections kept by default: those scoring above one half."""
-DEFAULT_MAX_DETECTIONS = 10
-"""How many detections ``/v1/explain`` explains by default."""
 MAX_DETECTIONS = 100
 """The most detections one request may have explained."""
 DETECTOR_OPTIONS = ("score_threshold", "max_detections", "box")
