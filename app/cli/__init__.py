@@ -13,6 +13,7 @@ from app.cli import (
     models,
     serve,
     train,
+    train_dense,
 )
 from app.cli.common import cli
 from app.cli.help_names import use_readable_help
@@ -25,6 +26,7 @@ _COMMANDS = (
     serve,
     fetch,
     train,
+    train_dense,
     evaluate,
     models,
     cvat,

@@ -32,6 +32,11 @@ from app.engine.models.layers import find_candidate_layers
 from app.engine.models.manifest import ModelSpec, Task
 from app.engine.models.packaged import fit_keys
 from app.engine.models.segmenters import SegmentationScores
+from app.engine.models.shapes_dense import (
+    PROJECT_DENSE_ARCHITECTURES,
+    SHAPES_DETECTOR,
+    SHAPES_SEGMENTER,
+)
 from app.engine.models.weights import (
     WeightsKind,
     WeightsSource,
@@ -76,7 +81,10 @@ PYRAMID_LAYER = "backbone"
 """A detector's default layer: all the levels of its backbone's output."""
 SEGMENTER_INPUT = (520, 520)
 """A segmenter's input when the manifest names none (torchvision's weights resize to 520)."""
-FAMILIES: dict[Task, tuple[str, ...]] = {"detection": DETECTORS, "segmentation": SEGMENTERS}
+FAMILIES: dict[Task, tuple[str, ...]] = {
+    "detection": (*DETECTORS, SHAPES_DETECTOR),
+    "segmentation": (*SEGMENTERS, SHAPES_SEGMENTER),
+}
 
 
 @dataclass(frozen=True)
@@ -114,12 +122,12 @@ def _load(spec: ModelSpec) -> LoadedDenseModel:
     if task == "classification" or spec.architecture not in FAMILIES[task]:
         choices = ", ".join(FAMILIES.get(task, ()))
         raise UnknownArchitectureError(
-            f"model {spec.name!r}: {spec.architecture!r} is not a torchvision {task} model; "
+            f"model {spec.name!r}: {spec.architecture!r} is not a {task} model camserve knows; "
             f"choose one of: {choices}"
         )
     source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
     given = spec.load_labels()
-    labels = given or published_categories(spec.architecture, source)
+    labels = given or _published_labels(spec, source)
     if spec.num_classes is not None and spec.num_classes != len(labels):
         raise ManifestError(
             f"num_classes is {spec.num_classes} but there are {len(labels)} labels "
@@ -158,6 +166,14 @@ def _load(spec: ModelSpec) -> LoadedDenseModel:
     )
 
 
+def _published_labels(spec: ModelSpec, source: WeightsSource) -> list[str]:
+    if spec.architecture in PROJECT_DENSE_ARCHITECTURES:
+        raise ManifestError(
+            f"{spec.architecture} publishes no class names: give labels (the background first)"
+        )
+    return published_categories(spec.architecture, source)
+
+
 def published_categories(architecture: str, source: WeightsSource) -> list[str]:
     """The class names torchvision publishes with the weights (or the architecture's default
     weights, for random weights and checkpoints), background first."""
@@ -186,12 +202,21 @@ def _built(
         if source.kind is WeightsKind.RANDOM:
             torch.manual_seed(zlib.crc32(spec.name.encode()))
         try:
-            module = torchvision.models.get_model(spec.architecture, **options)
+            module = _build(spec.architecture, options)
         except (TypeError, ValueError) as error:
             raise ManifestError(f"cannot build {spec.architecture}: {error}") from None
     if not isinstance(module, nn.Module):  # pragma: no cover - torchvision builds modules
         raise TypeError(f"torchvision built a {type(module).__name__}")
     return module
+
+
+def _build(architecture: str, options: dict[str, Any]) -> nn.Module:
+    own = PROJECT_DENSE_ARCHITECTURES.get(architecture)
+    if own is None:
+        module: nn.Module = torchvision.models.get_model(architecture, **options)
+        return module
+    del options["weights"], options["weights_backbone"]
+    return own(**options)
 
 
 def default_dense_layer(task: Task, module: nn.Module) -> str:
