@@ -1,12 +1,13 @@
 """Print camserve's parity on detectors and segmenters (issue 26) as a table.
 
 The comparisons of ``tests/engine/test_detection_maps.py`` and
-``tests/engine/models/test_segmenters.py`` (seeded random weights, noise inputs), reporting the
-numbers the tests only bound:
+``tests/engine/models/test_segmenters.py`` (camserve's trained shape detector and segmenter on
+held-out object scenes; with ``--resnet``, seeded random ResNet-50 models on the same scenes),
+reporting the numbers the tests only bound:
 
 * Eigen-CAM on Faster R-CNN's stacked pyramid against pytorch-grad-cam's ``EigenCAM`` with its
   ``fasterrcnn_reshape_transform`` (full-size maps in [0, 1], max |difference|);
-* Grad-CAM with the segmentation target on DeepLabV3 against pytorch-grad-cam's ``GradCAM``
+* Grad-CAM with the segmentation target on the segmenter against pytorch-grad-cam's ``GradCAM``
   with its ``SemanticSegmentationTarget`` (full-size maps in [0, 1], the two largest classes);
 * Grad-CAM and LayerCAM of detections (box-score target) against a float64 computation of the
   same definition (raw maps, relative to the float64 map's peak): pytorch-grad-cam's gradient
@@ -14,7 +15,7 @@ numbers the tests only bound:
 
 Usage::
 
-    python -m scripts.dense_parity_table              # the test models (MobileNetV3)
+    python -m scripts.dense_parity_table              # the shipped shape models
     python -m scripts.dense_parity_table --resnet     # also Faster R-CNN / DeepLabV3 ResNet-50
 """
 
@@ -26,7 +27,8 @@ import torch
 import torchvision
 from torch import nn
 
-from tests.engine.dense_models import DETECTOR_SIZE, detector, noise_images, segmenter
+from app.quality.dense_training import segmenter_batch
+from tests.engine.dense_models import DETECTOR_SIZE, detector, scene_images, scenes, segmenter
 from tests.engine.models.test_segmenters import LAYER, segmentation_differences
 from tests.engine.test_detection_maps import eigen_cam_differences, float64_differences
 
@@ -58,24 +60,24 @@ def main() -> None:
     parser.add_argument("--resnet", action="store_true", help="also the ResNet-50 models")
     arguments = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    segmenter_inputs = torch.randn(3, 3, 96, 96, generator=torch.Generator().manual_seed(2))
+    segmenter_inputs = segmenter_batch(scenes(3, seed=2))[0]
     rows = [
         (
             "Eigen-CAM, stacked pyramid",
-            "fasterrcnn_mobilenet_v3_large_fpn",
-            max(eigen_cam_differences(detector(), noise_images(2, DETECTOR_SIZE))),
+            "shapes_fasterrcnn",
+            max(eigen_cam_differences(detector(), scene_images(2, DETECTOR_SIZE))),
             "pytorch-grad-cam",
         ),
         (
             "Grad-CAM, segmentation target",
-            "deeplabv3_mobilenet_v3_large",
+            "shapes_segmenter",
             max(segmentation_differences(segmenter(), LAYER, segmenter_inputs)),
             "pytorch-grad-cam",
         ),
     ]
-    float64 = float64_differences(detector(), noise_images(1, (150, 200), seed=3)[0], 3)
+    float64 = float64_differences(detector(), scene_images(1, (150, 200), seed=3)[0], 2)
     rows += [
-        (f"{method}, box-score target", "fasterrcnn_mobilenet_v3_large_fpn", value, "float64")
+        (f"{method}, box-score target", "shapes_fasterrcnn", value, "float64")
         for method, value in float64.items()
     ]
     if arguments.resnet:
@@ -83,7 +85,7 @@ def main() -> None:
             (
                 "Eigen-CAM, stacked pyramid",
                 "fasterrcnn_resnet50_fpn",
-                max(eigen_cam_differences(resnet_detector(256), noise_images(2, (256, 256)))),
+                max(eigen_cam_differences(resnet_detector(256), scene_images(2, (256, 256)))),
                 "pytorch-grad-cam",
             )
         )

@@ -1,13 +1,17 @@
-"""Helpers shared by the service tests: small random-weight models that load in a second."""
+"""Helpers shared by the service tests: small models that load in a second (random-weight
+classifiers; camserve's trained shape detector and segmenter), and images for them."""
 
 from __future__ import annotations
 
 import io
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
+
+from app.quality.object_scenes import HELD_OUT_OBJECT_SCENES, object_scene_at
 
 TINY_LABELS = [f"shape {i}" for i in range(10)]
 
@@ -28,20 +32,59 @@ def write_test_models(folder: Path) -> Path:
     return folder
 
 
+SHIPPED_MODELS = Path(__file__).resolve().parents[1] / "models"
+"""The models folder of this checkout (what ``make serve`` serves)."""
+DENSE_LABELS = ["__background__", "circle", "square", "triangle", "star", "cross"]
+
+
 def write_dense_models(folder: Path) -> Path:
-    """Two quick dense models with random weights: ``boxes``, a Faster R-CNN MobileNetV3 FPN
-    detector resizing to 160-224 pixels, and ``regions``, a DeepLabV3 MobileNetV3 segmenter at
-    96 x 96; their labels are torchvision's (COCO's, VOC's)."""
+    """Two dense models that detect and segment for real: ``boxes``, camserve's trained shape
+    detector, and ``regions``, its trained shape segmenter (the shipped checkpoints, read where
+    they lie), so that their scores are decisive on the scenes of ``scene_bytes``."""
     folder.mkdir(parents=True, exist_ok=True)
+    labels = ", ".join(f'"{label}"' for label in DENSE_LABELS)
     (folder / "boxes.toml").write_text(
-        'name = "boxes"\ntask = "detection"\narchitecture = "fasterrcnn_mobilenet_v3_large_fpn"\n'
-        'weights = "random"\nmin_size = 160\nmax_size = 224\n'
+        'name = "boxes"\ntask = "detection"\narchitecture = "shapes_fasterrcnn"\n'
+        f'weights = "{SHIPPED_MODELS / "shapes-detector.pt"}"\nlabels = [{labels}]\n'
     )
     (folder / "regions.toml").write_text(
-        'name = "regions"\ntask = "segmentation"\narchitecture = "deeplabv3_mobilenet_v3_large"\n'
-        'weights = "random"\ninput_size = 96\n'
+        'name = "regions"\ntask = "segmentation"\narchitecture = "shapes_segmenter"\n'
+        f'weights = "{SHIPPED_MODELS / "shapes-segmenter.pt"}"\nlabels = [{labels}]\n'
+        'input_size = [160, 160]\nresize = "letterbox"\n'
     )
     return folder
+
+
+def scene_bytes(
+    width: int = 200,
+    height: int = 150,
+    image_format: str = "PNG",
+    seed: int = 0,
+    min_objects: int = 3,
+) -> bytes:
+    """An encoded generated scene of shapes at ``width`` x ``height``: what the dense test
+    models detect and segment decisively."""
+    return encode_image(scene_pixels(width, height, seed, min_objects), image_format)
+
+
+def scene_pixels(
+    width: int, height: int, seed: int = 0, min_objects: int = 3
+) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """The first held-out object scene of ``seed`` with at least ``min_objects`` shapes,
+    resized to ``width`` x ``height``."""
+    index = 0
+    while (
+        len((scene := object_scene_at(seed, index, HELD_OUT_OBJECT_SCENES)).objects) < min_objects
+    ):
+        index += 1
+    resized = Image.fromarray(scene.image).resize((width, height), Image.Resampling.BILINEAR)
+    return np.array(resized)
+
+
+def encode_image(pixels: np.ndarray[Any, np.dtype[np.uint8]], image_format: str = "PNG") -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, image_format)
+    return buffer.getvalue()
 
 
 def image_bytes(
@@ -49,9 +92,7 @@ def image_bytes(
 ) -> bytes:
     """A random RGB image, encoded."""
     pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, image_format)
-    return buffer.getvalue()
+    return encode_image(pixels, image_format)
 
 
 BROKEN_PNG = b"\x89PNG\r\n\x1a\n and nothing after the signature"

@@ -1,56 +1,85 @@
-"""Small seeded random-weight detectors and segmenters, built once per test session."""
+"""The dense models the engine tests explain: camserve's trained shape detector and segmenter
+(the shipped checkpoints, loaded once per test session), and the scenes they work on.
+
+A trained model is decisive on its scenes: its detections' scores lie far apart and far from
+any threshold, unlike a random-weight detector whose every score is the same to within float
+rounding (which code path, thread count or CPU then decides the order). Tests that need a
+torchvision family for its own sake (a one-stage detector, a torchvision segmenter's layer
+names) build one where they use it.
+"""
 
 from __future__ import annotations
 
 from functools import cache
 
 import torch
-import torchvision
 from torch import Tensor, nn
 
-DETECTOR = "fasterrcnn_mobilenet_v3_large_fpn"
-"""The lightest torchvision detector with a full feature pyramid (levels 0, 1 and pool)."""
-DETECTOR_SIZE = (160, 224)
-"""(min_size, max_size): a 160 x 224 image goes in unresized (both multiples of 32: no padding)."""
+from app.engine.models.dense import load_dense_model
+from app.engine.models.segmenters import SegmentationScores
+from app.quality.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scene_at
+from app.serving.served_models import find_spec
+from tests.support import SHIPPED_MODELS
+
+__all__ = [
+    "DETECTOR_SIZE",
+    "SEGMENTER_LAYER",
+    "detector",
+    "scene_images",
+    "scenes",
+    "segmenter",
+]
+
+DETECTOR_SIZE = (192, 256)
+"""(min_size, max_size): a 192 x 256 image goes in unresized (both multiples of 32: no padding)."""
+SEGMENTER_LAYER = "backbone.layer4"
 
 
 @cache
 def _detector(min_size: int, max_size: int) -> nn.Module:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = torchvision.models.get_model(
-            DETECTOR,
-            weights=None,
-            weights_backbone=None,
-            num_classes=91,
-            box_score_thresh=0.0,
-            rpn_pre_nms_top_n_test=300,
-            rpn_post_nms_top_n_test=300,
-            min_size=min_size,
-            max_size=max_size,
-        )
-    model.eval().requires_grad_(False)
-    return model
+    spec = find_spec(SHIPPED_MODELS, "shapes-detector")
+    spec = spec.model_copy(update={"min_size": min_size, "max_size": max_size})
+    return load_dense_model(spec).module
 
 
 def detector(size: tuple[int, int] = DETECTOR_SIZE) -> nn.Module:
-    """Faster R-CNN MobileNetV3 FPN, random weights, keeping every box (score threshold 0),
-    300 proposals (a third of torchvision's), so that naive reference backwards stay quick."""
+    """The shipped shape detector (frozen, eval), resizing images to ``size``."""
     return _detector(*size)
 
 
 @cache
 def segmenter() -> nn.Module:
-    """DeepLabV3 MobileNetV3, random weights, 21 classes (VOC's count)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = torchvision.models.get_model(
-            "deeplabv3_mobilenet_v3_large", weights=None, weights_backbone=None, num_classes=21
-        )
-    model.eval().requires_grad_(False)
-    return model
+    """The shipped shape segmenter, bare (it returns ``{"out": scores}``)."""
+    wrapped = load_dense_model(find_spec(SHIPPED_MODELS, "shapes-segmenter")).module
+    assert isinstance(wrapped, SegmentationScores)
+    return wrapped.segmenter
 
 
-def noise_images(count: int, size: tuple[int, int], seed: int = 1) -> list[Tensor]:
-    generator = torch.Generator().manual_seed(seed)
-    return [torch.rand(3, *size, generator=generator) for _ in range(count)]
+def scenes(count: int, seed: int = 1, min_objects: int = 2) -> list[ObjectScene]:
+    """The first ``count`` held-out object scenes of ``seed`` with ``min_objects`` or more."""
+    found: list[ObjectScene] = []
+    index = 0
+    while len(found) < count:
+        scene = object_scene_at(seed, index, HELD_OUT_OBJECT_SCENES)
+        if len(scene.objects) >= min_objects:
+            found.append(scene)
+        index += 1
+    return found
+
+
+def scene_images(
+    count: int, size: tuple[int, int] | None = None, seed: int = 1, min_objects: int = 2
+) -> list[Tensor]:
+    """Those scenes as (3, H, W) floats in [0, 1], resized to ``size`` (H, W) if given."""
+    images = [
+        torch.from_numpy(scene.image).permute(2, 0, 1).float().div(255)
+        for scene in scenes(count, seed, min_objects)
+    ]
+    if size is None:
+        return images
+    return [
+        torch.nn.functional.interpolate(
+            image[None], size=size, mode="bilinear", antialias=True, align_corners=False
+        )[0].clamp(0, 1)
+        for image in images
+    ]

@@ -13,6 +13,13 @@ own proposal's row only: proposals are detached inside the RPN, RoI pooling, the
 the predictor work row by row. So the backward re-runs RoI pooling and the box head on just the
 explained rows and differentiates those: the same gradient as a backward through all ~1000
 proposals (a test pins this too), for a small fraction of the cost.
+
+A box that is its matched detection's own (to within ``SAME_BOX_PX``: an explained detection,
+or a detection's box sent back) has IoU 1 with it, the maximum, where the IoU has no slope: it
+adds no gradient, as when pytorch-grad-cam recomputes the very same box. Taken literally, the
+recomputed box (another batch of rows) differs from the detection's by float rounding, and the
+IoU's slope there, ±1/width per coordinate with its sign set by that rounding, would outweigh a
+confident detection's score gradient: the map would change with the thread count and the CPU.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from app.engine.errors import MethodNotApplicableError
 
 __all__ = [
     "IOU_THRESHOLD",
+    "SAME_BOX_PX",
     "Detections",
     "DetectorPass",
     "box_score_gradients",
@@ -42,6 +50,9 @@ __all__ = [
 
 IOU_THRESHOLD = 0.5
 """pytorch-grad-cam's ``FasterRCNNBoxScoreTarget`` default."""
+SAME_BOX_PX = 0.01
+"""Boxes whose corners all lie within this many pixels are one box (float rounding and the
+API's two decimals leave less)."""
 
 
 @dataclass(frozen=True)
@@ -235,6 +246,7 @@ def _box_scores(
     found = run.detections[image]
     size, original = run.image_sizes[image], run.original_sizes[image]
     proposals = run.proposals[image][found.rows[matched]]
+    own = (boxes.to(found.boxes.dtype) - found.boxes[matched]).abs().amax(dim=1) <= SAME_BOX_PX
     with torch.enable_grad():
         pooled = heads.box_roi_pool(copies, list(proposals[:, None]), [size] * len(proposals))
         class_logits, box_regression = heads.box_predictor(heads.box_head(pooled))
@@ -245,7 +257,8 @@ def _box_scores(
         decoded = resize_boxes(
             box_ops.clip_boxes_to_image(decoded, size), list(size), list(original)
         )
-        overlap: Tensor = box_iou(boxes.to(decoded.dtype), decoded).diagonal()
+        reference = torch.where(own[:, None], decoded.detach(), boxes.to(decoded.dtype))
+        overlap: Tensor = box_iou(reference, decoded).diagonal()
         return overlap + scores
 
 

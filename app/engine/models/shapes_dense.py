@@ -62,7 +62,9 @@ def _stem(width: int) -> nn.Sequential:
 
 class PyramidBackbone(nn.Module):
     """Stages at strides 2, 4, 8 and 16, and a top-down pyramid over the last two: levels
-    ``"0"`` (stride 8) and ``"1"`` (stride 16), ``out_channels`` each."""
+    ``"0"`` (stride 8) and ``"pool"`` (stride 16, the coarsest, named as torchvision's feature
+    pyramids name theirs, so tools written for them, such as pytorch-grad-cam's
+    ``fasterrcnn_reshape_transform``, read it), ``out_channels`` each."""
 
     out_channels = PYRAMID_CHANNELS
 
@@ -82,7 +84,7 @@ class PyramidBackbone(nn.Module):
         coarse = self.layer3(fine)
         top = self.lateral3(coarse)
         merged = self.lateral2(fine) + functional.interpolate(top, size=fine.shape[-2:])
-        return OrderedDict([("0", self.smooth2(merged)), ("1", self.smooth3(top))])
+        return OrderedDict([("0", self.smooth2(merged)), ("pool", self.smooth3(top))])
 
 
 def shapes_detector(num_classes: int, **options: Any) -> FasterRCNN:
@@ -99,7 +101,7 @@ def shapes_detector(num_classes: int, **options: Any) -> FasterRCNN:
         **options,
     }
     anchors = AnchorGenerator(sizes=((24, 40), (64, 104)), aspect_ratios=((0.7, 1.0, 1.4),) * 2)
-    pooler = MultiScaleRoIAlign(featmap_names=["0", "1"], output_size=7, sampling_ratio=2)
+    pooler = MultiScaleRoIAlign(featmap_names=["0", "pool"], output_size=7, sampling_ratio=2)
     head = TwoMLPHead(PYRAMID_CHANNELS * 7 * 7, REPRESENTATION)
     return FasterRCNN(
         PyramidBackbone(),

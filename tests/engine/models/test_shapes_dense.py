@@ -1,0 +1,63 @@
+"""camserve's own detector and segmenter: the shipped checkpoints load from their manifests
+with no download, detect and segment held-out scenes (floors a little under what was measured,
+docs/quality.md), and a manifest of them without labels is refused with the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.engine.errors import ManifestError, UnknownArchitectureError
+from app.engine.models.dense import load_dense_model
+from app.engine.models.segmenters import SegmentationScores
+from app.quality.dense_quality import evaluate_detector, evaluate_segmenter
+from app.quality.object_scenes import HELD_OUT_OBJECT_SCENES, object_scenes
+from app.serving.served_models import find_spec
+from tests.support import SHIPPED_MODELS
+
+HELD_OUT = list(object_scenes(1, 40, HELD_OUT_OBJECT_SCENES))
+DETECTION_FLOORS = {"recall": 0.95, "precision": 0.65, "mean_average_precision": 0.95}
+"""Measured on these 40 scenes: recall 0.990, precision 0.738 (at the default threshold 0.5),
+mAP@0.5 0.99 (docs/quality.md)."""
+SEGMENTATION_FLOOR = 0.6
+"""Measured on these 40 scenes: mean IoU 0.640."""
+
+
+def test_the_shipped_detector_loads_offline_and_finds_the_shapes(downloads: list[str]) -> None:
+    loaded = load_dense_model(find_spec(SHIPPED_MODELS, "shapes-detector"))
+    assert downloads == []
+    assert (loaded.task, loaded.layer) == ("detection", "backbone")
+    assert loaded.candidate_layers == ("backbone", "backbone[0]", "backbone[pool]")
+    assert loaded.labels == ["__background__", "circle", "square", "triangle", "star", "cross"]
+    quality = evaluate_detector(loaded.module, HELD_OUT)
+    for name, floor in DETECTION_FLOORS.items():
+        assert getattr(quality, name) >= floor, (name, quality)
+
+
+def test_the_shipped_segmenter_loads_offline_and_segments_the_shapes(downloads: list[str]) -> None:
+    loaded = load_dense_model(find_spec(SHIPPED_MODELS, "shapes-segmenter"))
+    assert downloads == []
+    assert (loaded.task, loaded.layer) == ("segmentation", "backbone.layer4")
+    assert loaded.preprocessing.input_size == (160, 160)
+    assert isinstance(loaded.module, SegmentationScores)
+    quality = evaluate_segmenter(loaded.module.segmenter, HELD_OUT)
+    assert quality.mean_iou >= SEGMENTATION_FLOOR, quality
+
+
+@pytest.mark.parametrize("architecture", ["shapes_fasterrcnn", "shapes_segmenter"])
+def test_a_manifest_of_them_needs_its_labels(tmp_path: Path, architecture: str) -> None:
+    task = "detection" if architecture == "shapes_fasterrcnn" else "segmentation"
+    (tmp_path / "mine.toml").write_text(
+        f'name = "mine"\ntask = "{task}"\narchitecture = "{architecture}"\nweights = "random"\n'
+    )
+    with pytest.raises(ManifestError, match="publishes no class names: give labels"):
+        load_dense_model(find_spec(tmp_path, "mine"))
+
+
+def test_an_unknown_dense_architecture_lists_camserves_own(tmp_path: Path) -> None:
+    (tmp_path / "mine.toml").write_text(
+        'name = "mine"\ntask = "detection"\narchitecture = "yolo"\nweights = "random"\n'
+    )
+    with pytest.raises(UnknownArchitectureError, match="shapes_fasterrcnn"):
+        load_dense_model(find_spec(tmp_path, "mine"))
