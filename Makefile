@@ -8,7 +8,7 @@ LS_STAMP := $(LS_VENV)/.installed-stamp
 FO_VENV ?= .venv-fiftyone
 FO_STAMP := $(FO_VENV)/.installed-stamp
 
-.PHONY: serve test labelstudio-e2e image-check lint typecheck check clean
+.PHONY: serve test test-threads labelstudio-e2e image-check lint typecheck check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,22 @@ serve: $(STAMP)
 test: $(STAMP) $(LS_STAMP) $(FO_STAMP)
 	LABEL_STUDIO_BIN=$(abspath $(LS_VENV))/bin/label-studio FIFTYONE_VENV=$(abspath $(FO_VENV)) \
 		$(BIN)/python -m pytest
+
+# The tests that compare two code paths (engine and server, batched and alone, camserve and its
+# references, fused and separate passes, a local run and a server's), run again with the test
+# process on two torch threads while every server it starts keeps one (tests/threads.py): the two
+# sides round differently, so a result that a near-tie decided fails here instead of on the next
+# machine. Left out: the browser tests and the live-server tests whose both sides run in the
+# server (it keeps its one thread: they would run as in `make test`), and the Label Studio,
+# FiftyOne, Ray and image checks. GOMP_SPINCOUNT as `camserve` sets it (app/entry.py): OpenMP
+# threads that spin after each parallel region take the cores from the served worker thread (on
+# a busy machine the parity tests ran twice as long without it). About 3 minutes on 2 cores.
+THREAD_SHAKE_TESTS := tests/engine tests/api tests/serving tests/quality/test_evaluate.py \
+	tests/cli/test_remote_explainer.py tests/integration/test_model_sources.py
+
+test-threads: $(STAMP)
+	CAMSERVE_TEST_THREADS=2 OMP_NUM_THREADS=2 GOMP_SPINCOUNT=10000 \
+		$(BIN)/python -m pytest $(THREAD_SHAKE_TESTS)
 
 labelstudio-e2e: $(STAMP) $(LS_STAMP)
 	$(BIN)/python -m scripts.labelstudio_e2e --label-studio $(LS_VENV)/bin/label-studio

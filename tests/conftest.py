@@ -19,6 +19,7 @@ from scripts.fiftyone_env import (
     fiftyone_required,
     locate_fiftyone,
 )
+from tests.threads import torch_threads_for_tests
 
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
@@ -35,12 +36,13 @@ def _seeded() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """The test models are tiny and gain nothing from intra-op threads; on a machine shared
-    with other test processes, threads spin-waiting for each other make a pass up to a hundred
-    times slower."""
+def _torch_threads() -> Iterator[None]:
+    """One intra-op thread unless CAMSERVE_TEST_THREADS asks for more (``tests/threads.py``):
+    the test models are tiny and gain nothing from threads, and on a machine shared with other
+    test processes, threads spin-waiting for each other make a pass up to a hundred times
+    slower. The servers the tests start keep one thread whatever the count here."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(torch_threads_for_tests())
     yield
     torch.set_num_threads(threads)
 

@@ -13,7 +13,6 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-import torch
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
@@ -61,8 +60,6 @@ def create_app(
     ``on_loaded`` when loading is over and at least one model serves."""
     settings = settings or load_settings()
     configure_logging(settings.log_level)
-    if settings.torch_threads:
-        torch.set_num_threads(settings.torch_threads)
     service = build_service(settings, on_fatal, on_loaded)
 
     @asynccontextmanager

@@ -39,6 +39,10 @@ XGRADCAM_EPS = 1e-7
 tiny (random-init MobileNetV3-small ``features``: every sum under 1e-5), a larger constant would
 dominate the division and change the map."""
 
+EIGEN_SUM_TOLERANCE = 1e-4
+"""Below this fraction of their absolute sum, Eigen-CAM's loadings sum to zero up to rounding
+(the direction's float32 entries are good to about 1e-6)."""
+
 _SPATIAL = (-2, -1)
 
 
@@ -232,7 +236,8 @@ def eigen_cam(context: MethodContext) -> Tensor:
     centred activations on their first principal component. Class-agnostic: one map per image.
 
     The singular vector's sign is arbitrary; it is oriented so that its channel loadings sum
-    to a non-negative number, i.e. the map is high where the layer responds strongly.
+    to a non-negative number, i.e. the map is high where the layer responds strongly (where
+    they sum to zero up to rounding, so that its largest loading is positive).
     """
     feature_maps = context.activations.squeeze(1)
     batch, channels, height, width = feature_maps.shape
@@ -240,9 +245,20 @@ def eigen_cam(context: MethodContext) -> Tensor:
     samples = torch.nan_to_num(samples)
     centred = samples - samples.mean(dim=1, keepdim=True)
     component = _first_principal_axis(centred)
-    sign = torch.where(component.sum(dim=1, keepdim=True) < 0, -1.0, 1.0)
-    projection = torch.matmul(centred, (component * sign).unsqueeze(-1))
+    projection = torch.matmul(centred, (component * _orientation(component)).unsqueeze(-1))
     return projection.reshape(batch, 1, height, width)
+
+
+def _orientation(component: Tensor) -> Tensor:
+    """The sign (B, 1) that makes each direction's loadings sum to a non-negative number; where
+    they sum to zero up to rounding, the sign of its largest loading instead. A LayerNorm whose
+    scales are all equal (a transformer's, before training) outputs tokens that all sum to the
+    same value, so every direction through the centred tokens sums to zero: rounding alone (the
+    thread count, the batch) would pick the sign of the map."""
+    total = component.sum(dim=1, keepdim=True)
+    decisive = total.abs() > EIGEN_SUM_TOLERANCE * component.abs().sum(dim=1, keepdim=True)
+    largest = component.gather(1, component.abs().argmax(dim=1, keepdim=True))
+    return torch.where(torch.where(decisive, total, largest) < 0, -1.0, 1.0)
 
 
 def _first_principal_axis(centred: Tensor) -> Tensor:

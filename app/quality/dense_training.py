@@ -44,7 +44,7 @@ TRAINING_SEED = 0
 SEGMENTER_INPUT = 160
 """The segmenter's input (height = width); scenes are letterboxed into it."""
 StepReport = Callable[[int, float], None]
-Checkpoint = Callable[[nn.Module], None]
+Checkpoint = Callable[[nn.Module], object]
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ def build_service(
         queue_size=settings.queue_size,
         metrics=metrics,
         startup=startup,
+        torch_threads=settings.torch_threads,
     )
     codecs = ThreadPoolExecutor(
         max_workers=settings.codec_threads or os.cpu_count() or 1,

@@ -23,7 +23,7 @@ from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
-from torch import Tensor
+from torch import Tensor, set_num_threads
 
 from app.engine.engine import BatchExplanation, CamEngine
 from app.engine.errors import ExplanationError, UnknownModelError
@@ -69,7 +69,8 @@ classifiers of their masks) or a detector's."""
 
 
 class BatchingWorker:
-    """Owns the engines of one device and serialises every forward/backward pass."""
+    """Owns the engines of one device and serialises every forward/backward pass in its thread,
+    which sets its own ``torch_threads`` (OpenMP's count belongs to each thread; 0: default)."""
 
     def __init__(
         self,
@@ -79,12 +80,14 @@ class BatchingWorker:
         queue_size: int,
         metrics: Metrics,
         startup: Callable[[], dict[str, Explainer]],
+        torch_threads: int = 0,
     ) -> None:
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_s
         self.queue_size = queue_size
         self._metrics = metrics
         self._startup = startup
+        self._torch_threads = torch_threads
         self._engines: dict[str, Explainer] = {}
         self._queue: deque[Job] = deque()
         self._reserved = 0
@@ -194,6 +197,8 @@ class BatchingWorker:
     # ------------------------------------------------------------------ worker thread
 
     def _run(self) -> None:
+        if self._torch_threads:
+            set_num_threads(self._torch_threads)
         try:
             self._engines = self._startup()
         except Exception:

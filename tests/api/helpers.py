@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx2
 import numpy as np
+import torch
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from numpy.typing import NDArray
@@ -20,15 +21,24 @@ from PIL import Image
 from app.api.application import create_app
 from app.config import Settings
 from app.engine.hooks import count_hooks
+from app.engine.images.colormaps import colormap_table
 from tests.support import image_bytes
+from tests.threads import torch_threads_for_servers
 
 READY_TIMEOUT_S = 30.0
 PNG = "image/png"
 
 
 def make_settings(models_dir: Path, **overrides: Any) -> Settings:
-    """Settings for a test app: CPU, quiet logs, no ``.env`` file, plus ``overrides``."""
-    values: dict[str, Any] = {"models_dir": models_dir, "device": "cpu", "log_level": "warning"}
+    """Settings for a test app: CPU, quiet logs, no ``.env`` file, the servers' torch threads
+    (which the worker sets in its own thread: under ``CAMSERVE_TEST_THREADS=2`` the test thread
+    runs two and the worker one, see ``tests/threads.py``), plus ``overrides``."""
+    values: dict[str, Any] = {
+        "models_dir": models_dir,
+        "device": "cpu",
+        "log_level": "warning",
+        "torch_threads": torch_threads_for_servers(),
+    }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 
@@ -137,3 +147,19 @@ def assert_same_explain_body(got: dict[str, Any], want: dict[str, Any], tol: flo
             - pixels(base64.b64decode(theirs["heatmap"])).astype(int)
         )
         assert heat_diff.max() <= 1
+
+
+def assert_same_overlay(
+    got: dict[str, Any], want: dict[str, Any], *, alpha: float = 0.5, colormap: str = "jet"
+) -> None:
+    """Two explanations' overlays (base64 PNGs, beside their heatmaps) agree: the same pixels
+    where the heatmaps agree and, where a map rounded to the next heat level (a batch rounds
+    differently from a lone image), within that level's step of the colour table at ``alpha``
+    (plus one for the blend's rounding)."""
+    heat_got, heat_want = (np.asarray(decode(base64.b64decode(e["heatmap"]))) for e in (got, want))
+    over_got, over_want = (pixels(base64.b64decode(e["overlay"])).astype(int) for e in (got, want))
+    same_heat = heat_got == heat_want
+    assert np.array_equal(over_got[same_heat], over_want[same_heat])
+    table = colormap_table(colormap, torch.device("cpu")).numpy().astype(int)
+    level_step = np.abs(np.diff(table, axis=0)).max() * alpha + 1
+    assert np.abs(over_got - over_want).max() <= level_step

@@ -1,4 +1,5 @@
-"""The app's lifespan: shutdown does not wait without bound for a worker that is still busy."""
+"""The app's lifespan: shutdown does not wait without bound for a worker that is still busy; the
+worker runs its passes on the torch threads the settings give it."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
 from app.api import application
 from app.api.application import create_app
+from app.serving.runtime import build_service
 from app.serving.served_models import ModelHub
 from tests.api.helpers import make_settings
 
@@ -48,3 +51,28 @@ def test_shutdown_leaves_a_busy_worker_after_worker_stop_s(
     finally:
         release.set()
     assert worker.stop(30.0)
+
+
+def test_the_worker_sets_torch_threads_in_its_own_thread(models_dir: Path) -> None:
+    """OpenMP's thread count belongs to each thread: ``torch_threads`` is set in the worker
+    thread, which runs every pass, and the thread that built the service keeps its count (under
+    CAMSERVE_TEST_THREADS=2 the engine in the test thread and the served worker differ)."""
+    torch.set_num_threads(2)  # the conftest fixture restores the count afterwards
+    loaded = threading.Event()
+    worker_threads: list[int] = []
+
+    def on_loaded(_hub: ModelHub) -> None:
+        worker_threads.append(torch.get_num_threads())
+        loaded.set()
+
+    service = build_service(
+        make_settings(models_dir, models=["mini"], torch_threads=1), None, on_loaded
+    )
+    service.worker.start()
+    try:
+        assert loaded.wait(60)
+    finally:
+        assert service.worker.stop(30.0)
+        service.codecs.shutdown(wait=True)
+    assert worker_threads == [1]
+    assert torch.get_num_threads() == 2

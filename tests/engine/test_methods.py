@@ -77,6 +77,25 @@ def test_eigen_cam_projects_on_the_first_principal_component(engine: CamEngine) 
     assert_close(cams.layer_maps[0, 0].cpu(), torch.tensor([[1.0, 0.0], [0.0, 0.0]]))
 
 
+def test_eigen_cam_takes_the_largest_loadings_sign_where_the_loadings_sum_to_zero(
+    device: torch.device,
+) -> None:
+    """Every position's channels sum to zero (as a fresh LayerNorm's tokens sum to one value),
+    so every principal direction's loadings sum to zero and rounding cannot orient the map:
+    the direction's largest loading is made positive instead."""
+    positions = torch.tensor(
+        [[1.0, -1.0, 0.0], [2.0, 0.5, -2.5], [0.0, 3.0, -3.0], [-1.5, -1.0, 2.5]]
+    )
+    activations = positions.T.reshape(1, 3, 2, 2)
+    engine = CamEngine(TinyGapNet(torch.ones(2, 3)), "features", device=device)
+    centred = positions.double() - positions.double().mean(dim=0)
+    direction = torch.linalg.svd(centred).Vh[0]
+    assert abs(float(direction.sum())) < 1e-12
+    direction *= torch.sign(direction[direction.abs().argmax()])
+    cams = engine.compute(activations, "eigencam", targets=[0])
+    assert_close(cams.raw_maps[0, 0].cpu().double(), (centred @ direction).view(2, 2))
+
+
 def test_eigen_cam_is_class_agnostic(engine: CamEngine) -> None:
     cams = engine.compute(ACTIVATIONS, "eigencam", top_k=2)
     assert_close(cams.raw_maps[0, 0], cams.raw_maps[0, 1])

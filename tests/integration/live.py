@@ -26,6 +26,7 @@ from scripts.live_server import (
     start_camserve,
 )
 from tests.support import image_bytes
+from tests.threads import server_environment
 
 __all__ = [
     "RUNNING",
@@ -42,10 +43,6 @@ __all__ = [
 ]
 
 POLL_INTERVAL_S = 0.02
-ONE_TORCH_THREAD = {"OMP_NUM_THREADS": "1"}
-"""On a small machine shared with other test processes, two OpenMP threads that keep waiting
-for each other make a 20 ms pass take up to a second; the timing-based checks here need steady
-speeds, not the fastest ones."""
 
 RUNNING: list[LiveServer] = []
 """Servers alive right now; their logs go into the report of a failing test."""
@@ -59,7 +56,7 @@ def start_process(
     models_dir: Path, work_dir: Path, settings: Mapping[str, object] | None = None
 ) -> LiveServer:
     """Start ``python -m app serve`` on a free port without waiting for it."""
-    env = camserve_environment(models_dir, settings, extra=ONE_TORCH_THREAD)
+    env = camserve_environment(models_dir, settings, extra=server_environment())
     return start_camserve(env, work_dir, name="server")
 
 

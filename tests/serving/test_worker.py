@@ -32,6 +32,7 @@ from app.serving.worker import (
     warm_up,
 )
 from tests.engine.models_for_tests import ReluGapNet, RoundingNet, SmallConvNet
+from tests.threads import torch_threads_for_servers
 
 T = TypeVar("T")
 
@@ -100,6 +101,7 @@ def make_worker(
         queue_size=queue_size,
         metrics=metrics,
         startup=startup or (lambda: engines),
+        torch_threads=torch_threads_for_servers(),  # the test thread: CAMSERVE_TEST_THREADS
     )
     return worker, metrics
 

@@ -5,7 +5,6 @@ weights not in the cache). Random weights built offline, saved into temporary fo
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import huggingface_hub.constants
@@ -36,14 +35,6 @@ from tests.engine.source_models import (
 )
 
 TIMM_VIT = "vit_tiny_patch16_224"
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture

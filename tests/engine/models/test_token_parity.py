@@ -9,7 +9,7 @@ Random weights, batch 1, one fixed target.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,14 +122,6 @@ def _default(model: nn.Module) -> str:
     layer = transformer_default_layer(model)
     assert layer is not None
     return layer
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True)
