@@ -133,7 +133,7 @@ def test_a_checkpoint_is_loaded(tmp_path: Path) -> None:
 def test_an_architecture_of_another_task_is_refused() -> None:
     with pytest.raises(
         UnknownArchitectureError,
-        match="not a torchvision detection model; choose one of: fasterrcnn",
+        match="not a detection model camserve knows; choose one of: fasterrcnn",
     ):
         load_dense_model(spec(task="detection", architecture="deeplabv3_resnet50"))
 
