@@ -185,9 +185,11 @@ class CamEngine:
         specs = list(dict.fromkeys(get_method(name) for name in methods))
         requested = list(dict.fromkeys(layers or [self.layer]))
         layer_names = layers_to_capture(requested, self.fusion_layers)
-        captured = self._capture(self._model_input(inputs), specs, layer_names, targets, top_k)
-        shape = captured.batch.shape[1:]
-        flat = self.gradient_refusals(layer_names, shape) if _need_gradients(specs) else {}
+        batch = self._model_input(inputs)  # probed first: a segmenter's masks are its last pass's
+        flat = (
+            self.gradient_refusals(layer_names, batch.shape[1:]) if _need_gradients(specs) else {}
+        )
+        captured = self._capture(batch, specs, layer_names, targets, top_k)
         checkpoint()
         results = CamResults(captured.logits, captured.targets, {})
         for layer_name in layer_names:

@@ -169,3 +169,14 @@ def test_a_region_is_the_input_pixels_whose_centres_fall_in_the_box() -> None:
     expected = torch.zeros(4, 8)
     expected[1:3, 2:6] = 1.0
     assert torch.equal(mask, expected)
+
+
+def test_a_fresh_engine_leaves_the_scores_of_the_requests_own_pass(inputs: Tensor) -> None:
+    """The first gradient request on a layer also probes whether it carries gradients, on random
+    inputs; the masks and areas read after the request are still those of its own images."""
+    wrapped = SegmentationScores(copy.deepcopy(segmenter()))
+    CamEngine(wrapped, LAYER, device="cpu").compute(inputs, "gradcam", targets=[1, 2, 3])
+    with torch.no_grad():
+        expected = wrapped.scores(inputs)
+    assert wrapped.last_scores is not None
+    torch.testing.assert_close(wrapped.last_scores, expected, rtol=0, atol=1e-5)
