@@ -1,10 +1,10 @@
 """The detection project of the Label Studio end-to-end check (``scripts.labelstudio_e2e``).
 
-A second camserve serves a random-weight Faster R-CNN (``boxes`` of
-``tests.support.write_dense_models``) as the Label Studio backend, with
-``CAMSERVE_LABELSTUDIO_SCORE_THRESHOLD=0`` (random weights score every box low). camserve is
-first asked directly (``/v1/explain``) what it detects in a noise image; a project is created
-whose ``RectangleLabels`` hold the detected class and one more COCO class; the image is uploaded,
+A second camserve serves camserve's trained shape detector (``boxes`` of
+``tests.support.write_dense_models``) as the Label Studio backend, at the default score
+threshold. camserve is first asked directly (``/v1/explain``) what it detects in a generated
+scene of shapes; a project is created whose ``RectangleLabels`` hold the five shapes; the image
+is uploaded,
 camserve connected, "Retrieve Predictions" run, and the boxes Label Studio stored must be those
 ``/v1/explain`` listed: the same labels, scores and pixel boxes (within a thousandth of a pixel,
 after the round trip through percentages).
@@ -21,12 +21,11 @@ import httpx
 from scripts.labelstudio_client import LabelStudio
 from scripts.labelstudio_servers import BasicAuth, E2EError, start_camserve
 from scripts.live_server import ServerProcess
-from tests.support import image_bytes, write_dense_models
+from tests.support import DENSE_LABELS, scene_bytes, write_dense_models
 
 __all__ = [
     "DETECTOR",
     "IMAGE_SIZE",
-    "SCORE_THRESHOLD",
     "DetectionOutcome",
     "detection_config",
     "run_detection_project",
@@ -34,11 +33,10 @@ __all__ = [
 ]
 
 DETECTOR = "boxes"
-SCORE_THRESHOLD = "0"
-"""Random weights score every box far below 0.5: at 0 the detector lists its ~100 boxes."""
 IMAGE_SIZE = (120, 90)
+IMAGE_SEED = 26
+"""A scene the detector finds three shapes in, their scores far apart and far from 0.5."""
 IMAGE_NAME = "detect.png"
-OTHER_LABELS = ("person", "dog")
 BOX_TOLERANCE_PX = 1e-3
 CAMSERVE_START_TIMEOUT_S = 120.0
 
@@ -75,7 +73,7 @@ def detection_config(labels: list[str]) -> str:
 def start_detector_camserve(
     work_dir: Path, label_studio_url: str, token: str, files_root: Path, auth: BasicAuth
 ) -> ServerProcess:
-    """camserve serving the random-weight detector as the Label Studio backend."""
+    """camserve serving the shape detector as the Label Studio backend."""
     models = write_dense_models(work_dir / "dense-models")
     return start_camserve(
         work_dir / "camserve-detector",
@@ -85,7 +83,6 @@ def start_detector_camserve(
         auth,
         models_dir=models,
         model=DETECTOR,
-        settings={"CAMSERVE_LABELSTUDIO_SCORE_THRESHOLD": SCORE_THRESHOLD},
     )
 
 
@@ -96,13 +93,12 @@ def run_detection_project(
     outcome = DetectionOutcome()
     image = work_dir / "upload-detection" / IMAGE_NAME
     image.parent.mkdir(parents=True, exist_ok=True)
-    image.write_bytes(image_bytes(*IMAGE_SIZE, seed=26))
+    image.write_bytes(scene_bytes(*IMAGE_SIZE, seed=IMAGE_SEED))
     outcome.expected = _detections(camserve, image.read_bytes())
     if not outcome.expected:
-        outcome.failures.append("camserve detects nothing in the task image at threshold 0")
+        outcome.failures.append("camserve detects nothing in the task image")
         return outcome
-    found = outcome.expected[0]["label"]
-    outcome.labels = [found, next(label for label in OTHER_LABELS if label != found)]
+    outcome.labels = DENSE_LABELS[1:]
 
     project = studio.create_project("camserve detection", detection_config(outcome.labels))
     studio.upload_image(project, image)
@@ -122,7 +118,7 @@ def run_detection_project(
 def _detections(camserve: ServerProcess, image: bytes) -> list[dict[str, Any]]:
     response = httpx.post(
         camserve.base_url + "/v1/explain",
-        params={"score_threshold": SCORE_THRESHOLD, "max_detections": "0"},
+        params={"max_detections": "0"},
         content=image,
         headers={"Content-Type": "image/png"},
         timeout=60,

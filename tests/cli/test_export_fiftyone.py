@@ -13,11 +13,19 @@ from typer.testing import CliRunner
 from app.cli import cli
 from scripts.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
-from tests.support import TINY_LABELS, write_dense_models, write_image_folder, write_test_models
+from tests.support import (
+    TINY_LABELS,
+    scene_bytes,
+    write_dense_models,
+    write_image_folder,
+    write_test_models,
+)
 
 runner = CliRunner()
 
 SIZES = {"a.png": (40, 30), "nested/b.jpg": (50, 70), "nested/deeper/c.bmp": (24, 36)}
+SCENE_SIZE = (200, 150)
+"""The detector's image: a generated scene of three or more shapes."""
 
 
 @pytest.fixture
@@ -182,15 +190,17 @@ def test_fiftyone_loads_what_the_command_writes(
 
 
 def test_a_detector_exports_its_boxes_and_a_heatmap_per_explained_detection(
-    images: Path, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     dense = write_dense_models(tmp_path / "dense")
+    scene = tmp_path / "a.png"
+    scene.write_bytes(scene_bytes(*SCENE_SIZE, seed=5))
     out = tmp_path / "out"
     result = runner.invoke(
         cli,
         [
             "export-fiftyone",
-            str(images / "a.png"),
+            str(scene),
             "-o",
             str(out),
             "--model",
@@ -200,7 +210,7 @@ def test_a_detector_exports_its_boxes_and_a_heatmap_per_explained_detection(
             "--method",
             "eigencam",
             "--score-threshold",
-            "0",
+            "0.3",
             "--max-detections",
             "1",
             "--device",
@@ -209,15 +219,16 @@ def test_a_detector_exports_its_boxes_and_a_heatmap_per_explained_detection(
     )
     assert result.exit_code == 0, result.output
     document = json.loads((out / "samples.json").read_text())
-    assert document["info"]["camserve"]["score_threshold"] == 0.0
+    assert document["info"]["camserve"]["score_threshold"] == 0.3
     assert document["info"]["camserve"]["max_detections"] == 1
     assert set(document["sample_fields"]) >= {"cam_detections", "cam_eigencam_1"}
     (sample,) = document["samples"]
     detections = sample["cam_detections"]["detections"]
     assert [d["rank"] for d in detections] == list(range(1, len(detections) + 1))
     assert len(detections) > 1
+    assert all(d["confidence"] > 0.3 for d in detections)
     heatmap = Path(sample["cam_eigencam_1"]["map_path"])
     assert heatmap == out.resolve() / "heatmaps" / "eigencam" / "a.png.1.png"
     with Image.open(heatmap) as loaded:
-        assert loaded.size == SIZES["a.png"]
+        assert loaded.size == SCENE_SIZE
     assert "cam_eigencam_2" not in sample

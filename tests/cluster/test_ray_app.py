@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
+import itertools
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -20,12 +22,15 @@ import pytest
 import ray
 import yaml
 from fastapi.testclient import TestClient
+from numpy.typing import NDArray
+from PIL import Image
 from ray import serve
 from ray.serve.schema import ServeDeploySchema
 
 from app.api.application import create_app
 from app.cluster.ray_app import RayAppArgs, build_app, deployment_options
 from app.config import load_settings
+from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 from scripts.ray_cluster import LocalRay, local_ray, replica_counts
 from tests.api.helpers import (
     assert_same_explain_body,
@@ -33,8 +38,14 @@ from tests.api.helpers import (
     post_image,
     wait_ready,
 )
+from tests.dense_matching import (
+    BOX_TOLERANCE,
+    assert_decisive,
+    assert_same_detections,
+    detection_lists,
+)
 from tests.integration.live import LiveServer, live_server
-from tests.support import image_bytes, write_dense_models
+from tests.support import image_bytes, scene_bytes, write_dense_models
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS_DIR = REPO / "models"
@@ -55,6 +66,11 @@ PROXY_TIMEOUT_S = 15.0
 APP = "camserve"
 EXPLAIN = {"include": "raw_map,heatmap", "top_k": 2}
 IMAGES = [image_bytes(96, 80, seed=seed) for seed in range(8)]
+DENSE_SCENE = scene_bytes(200, 150, seed=12)
+"""What the detector and the segmenter explain: a generated scene of three or more shapes."""
+MASK_PIXELS = 2e-3
+"""Fraction of an image's pixels whose predicted class may differ between two processes: only
+where two classes' scores tie to within rounding, on the shapes' edges."""
 TIMEOUT_S = 30.0
 ALLOWED_DURING_FAILOVER = {200, 408, 500, 503, 504}
 """200, or what Ray's proxy answers for a request whose replica died under it (500, or 408 at
@@ -366,8 +382,9 @@ def test_autoscaling_adds_a_replica_under_load_and_removes_it_when_idle(
 def test_detectors_and_segmenters_are_served_through_ray_unchanged(
     cluster: LocalRay, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The same application with a detector and a segmenter: each replica loads them, and their
-    answers through Ray are those of camserve in one process."""
+    """The same application with a detector and a segmenter (camserve's trained shape models):
+    each replica loads them, and their answers through Ray are those of camserve in one
+    process, for a scene of three or more shapes."""
     dense_dir = write_dense_models(tmp_path_factory.mktemp("ray-dense"))
     settings = {**SETTINGS, "models": "boxes,regions"}
     serve.run(
@@ -380,34 +397,32 @@ def test_detectors_and_segmenters_are_served_through_ray_unchanged(
     with TestClient(create_app(local_settings)) as local, httpx.Client(timeout=60) as client:
         wait_ready(local, 180)
         for params in (
-            {"model": "boxes", "score_threshold": 0, "max_detections": 2, "include": "raw_map"},
+            {"model": "boxes", "max_detections": 2, "include": "raw_map"},
             {"model": "regions", "include": "raw_map", "method": "gradcam,eigencam"},
         ):
-            data = image_bytes(120, 90, seed=11)
             mine = client.post(
                 cluster.url("/v1/explain"),
-                content=data,
+                content=DENSE_SCENE,
                 params=params,
                 headers={"content-type": "image/png", **AUTH},
             )
             assert mine.status_code == 200, mine.text
-            theirs = post_image(local, "/v1/explain", data, params=params).json()
+            theirs = post_image(local, "/v1/explain", DENSE_SCENE, params=params).json()
             assert_same_dense_body(mine.json(), theirs)
 
 
-def box_rows(body: dict[str, Any]) -> np.ndarray[Any, Any]:
-    fields = ("x0", "y0", "x1", "y1", "score")
-    return np.array([[found[k] for k in fields] for found in body.get("detections", [])])
-
-
 def assert_same_dense_body(got: dict[str, Any], want: dict[str, Any]) -> None:
+    """A Ray replica's answer and the in-process app's agree up to rounding, not bit for bit:
+    they compute in two processes, and rounding differs between processes and thread counts.
+    So detections are matched by class and box (the tie rule of tests/dense_matching.py) after
+    checking their scores are decisive, and masks, boxes and maps compared within tolerances."""
     assert got["task"] == want["task"]
-    assert got.get("segments") == want.get("segments")
-    boxes = [[d[k] for k in ("x0", "y0", "x1", "y1", "score")] for d in got.get("detections", [])]
-    expected = [
-        [d[k] for k in ("x0", "y0", "x1", "y1", "score")] for d in want.get("detections", [])
-    ]
-    np.testing.assert_allclose(np.array(boxes), np.array(expected), atol=1e-3)
+    assert_same_segments(got.get("segments") or [], want.get("segments") or [])
+    found, expected = got.get("detections") or [], want.get("detections") or []
+    assert_decisive([d["score"] for d in expected], DEFAULT_SCORE_THRESHOLD)  # one order
+    matches = assert_same_detections(*detection_lists(found), *detection_lists(expected))
+    assert matches == list(range(len(expected)))
+    assert [d["index"] for d in found] == [d["index"] for d in expected]
     assert len(got["explanations"]) == len(want["explanations"])
     for mine, theirs in zip(got["explanations"], want["explanations"], strict=True):
         assert (mine["method"], mine["class_index"], mine.get("detection")) == (
@@ -415,4 +430,26 @@ def assert_same_dense_body(got: dict[str, Any], want: dict[str, Any]) -> None:
             theirs["class_index"],
             theirs.get("detection"),
         )
+        if theirs.get("box") is not None:
+            np.testing.assert_allclose(mine["box"], theirs["box"], rtol=0, atol=BOX_TOLERANCE)
         np.testing.assert_allclose(mine["raw_map"], theirs["raw_map"], atol=1e-4)
+
+
+def assert_same_segments(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
+    """The same classes, largest first (their areas apart by far more than rounding moves),
+    with masks that differ in at most ``MASK_PIXELS`` of the image's pixels."""
+    assert [(s["class_index"], s["label"]) for s in got] == [
+        (s["class_index"], s["label"]) for s in want
+    ]
+    masks = [segment_mask(segment) for segment in want]
+    allowed = MASK_PIXELS * masks[0].size if masks else 0.0
+    areas = sorted(segment["area"] for segment in want)
+    assert all(b - a > 2 * allowed for a, b in itertools.pairwise(areas)), f"near-equal {areas}"
+    for mine, theirs, expected in zip(got, want, masks, strict=True):
+        assert np.count_nonzero(segment_mask(mine) != expected) <= allowed
+        assert abs(mine["area"] - theirs["area"]) <= allowed
+        assert mine["fraction"] == pytest.approx(theirs["fraction"], abs=MASK_PIXELS)
+
+
+def segment_mask(segment: dict[str, Any]) -> NDArray[np.bool_]:
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(segment["mask"])))) == 255

@@ -1,7 +1,9 @@
 """Exports of a detector's dataset rows: Label Studio rectangles, CVAT boxes and FiftyOne
 detections carry the rows' explained boxes, classes and scores; FiftyOne's heatmaps are the
 rows' maps, and an image in which nothing was found is a sample with no detections. The rows
-come from the dataset actor (``app/dataset/actors.py``), here without Ray."""
+come from the dataset actor (``app/dataset/actors.py``), here without Ray, running camserve's
+trained shape detector on generated scenes of three or more shapes. Every export is built from
+the rows themselves (no second computation), so it must carry their numbers exactly."""
 
 from __future__ import annotations
 
@@ -24,29 +26,32 @@ from app.dataset.label_studio_tasks import TaskOptions, label_studio_tasks
 from app.dataset.output_files import read_rows
 from app.dataset.rows import RowOptions
 from app.dataset.stored import StoredImage, read_images
+from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 from app.labeling.fiftyone_documents import relative_box
 from app.serving.served_models import find_spec
 from scripts.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
-from tests.support import write_dense_models, write_image_folder
+from tests.support import scene_pixels, write_dense_models
 
 METHODS = ("gradcam", "eigencam")
 SIZES = [(200, 150), (160, 120)]
+SCENE_SEED = 9
 
 
 @pytest.fixture(scope="module")
 def output(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two photos with two explained detections each (threshold 0: random weights), and a copy
-    of the first (``none.png``) explained at threshold 1, where nothing is found."""
+    """Two scenes of three or more shapes with two explained detections each (the default score
+    threshold), and a copy of the first (``none.png``) explained at threshold 1, where nothing
+    is found (a detection must score above the threshold)."""
     root = tmp_path_factory.mktemp("detector")
     dense = write_dense_models(root / "models")
-    names = {f"photo{index}.png": size for index, size in enumerate(SIZES)}
-    write_image_folder(root, names, seed=8)
-    paths = [root / name for name in names]
+    paths = [root / f"photo{index}.png" for index in range(len(SIZES))]
+    for index, (path, (width, height)) in enumerate(zip(paths, SIZES, strict=True)):
+        Image.fromarray(scene_pixels(width, height, seed=SCENE_SEED + index)).save(path)
     (root / "none.png").write_bytes(paths[0].read_bytes())
     rows = root / "rows"
     rows.mkdir()
-    for chosen, threshold in ((paths, 0.0), ([root / "none.png"], 1.0)):
+    for chosen, threshold in ((paths, DEFAULT_SCORE_THRESHOLD), ([root / "none.png"], 1.0)):
         options = ExplainOptions(METHODS, score_threshold=threshold, max_detections=2)
         setup = EngineSetup(find_spec(dense, "boxes"), options, RowOptions(), str(rows), "cpu")
         ids = [p.name for p in chosen]

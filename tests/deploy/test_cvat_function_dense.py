@@ -1,6 +1,11 @@
 """The CVAT function on a detector and a segmenter served by a real camserve on 127.0.0.1: the
 detector's boxes come back as rectangles, the segmenter's masks as masks, each exactly as
-``/v1/explain`` gives them, named by the function's label spec (``camserve cvat-function``)."""
+``/v1/explain`` gives them, named by the function's label spec (``camserve cvat-function``).
+
+The models are camserve's trained shape detector and segmenter, on a generated scene of three or
+more shapes. The function's request and the test's own reach the same server, one at a time:
+the same code path in the same process, so their numbers are compared exactly; the scores the
+function's threshold splits are decisive, and the threshold lies halfway between two of them."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli import cli
+from tests.dense_matching import assert_decisive
 from tests.deploy.test_cvat_function import (
     Context,
     Event,
@@ -27,10 +33,11 @@ from tests.deploy.test_cvat_function import (
     function,  # noqa: F401 (the fixture that imports main.py)
 )
 from tests.integration.live import LiveServer, live_server
-from tests.support import image_bytes, write_dense_models
+from tests.support import scene_bytes, write_dense_models
 
-WIDTH, HEIGHT = 72, 54
-IMAGE = image_bytes(WIDTH, HEIGHT, seed=4)
+WIDTH, HEIGHT = 200, 150
+IMAGE = scene_bytes(WIDTH, HEIGHT, seed=5)
+SCORE_THRESHOLD = "0.3"
 
 
 @pytest.fixture(scope="module")
@@ -106,20 +113,21 @@ def test_a_detectors_function_returns_its_boxes_as_rectangles(
     dense_dir: Path,
     tmp_path: Path,
 ) -> None:
-    path = function_yaml(dense_dir, tmp_path, "boxes", "--score-threshold", "0")
+    path = function_yaml(dense_dir, tmp_path, "boxes", "--score-threshold", SCORE_THRESHOLD)
     spec = spec_of(path)
     assert spec[0]["id"] == 1  # no background
     assert {entry["type"] for entry in spec} == {"rectangle"}
     assert env_of(path)["CAMSERVE_TASK"] == "detection"
+    assert env_of(path)["CAMSERVE_SCORE_THRESHOLD"] == SCORE_THRESHOLD
     names = {entry["id"]: entry["name"] for entry in spec}
 
     body = {"image": base64.b64encode(IMAGE).decode()}
     status, shapes = run_function(function, monkeypatch, server, path, body)
     assert status == 200, shapes
-    detections = explained(server, model="boxes", score_threshold="0", max_detections="0")[
-        "detections"
-    ]
-    assert detections
+    detections = explained(
+        server, model="boxes", score_threshold=SCORE_THRESHOLD, max_detections="0"
+    )["detections"]
+    assert len(detections) >= 3, "the scene holds three shapes or more"
     assert shapes == [
         {
             "label": names[found["class_index"]],
@@ -131,10 +139,16 @@ def test_a_detectors_function_returns_its_boxes_as_rectangles(
         for found in detections
     ]
 
-    cutoff = sorted(found["score"] for found in detections)[len(detections) // 2]
+    scores = sorted(found["score"] for found in detections)
+    assert_decisive(scores)
+    middle = len(scores) // 2
+    cutoff = (scores[middle - 1] + scores[middle]) / 2
     status, kept = run_function(function, monkeypatch, server, path, {**body, "threshold": cutoff})
     assert status == 200
-    assert len(kept) == sum(found["score"] >= cutoff for found in detections)
+    assert len(kept) == len(scores) - middle
+    assert [shape["confidence"] for shape in kept] == [
+        str(score) for score in sorted(scores[middle:], reverse=True)
+    ]
 
 
 def test_a_segmenters_function_returns_its_masks(
@@ -152,7 +166,7 @@ def test_a_segmenters_function_returns_its_masks(
     status, shapes = run_function(function, monkeypatch, server, path, body)
     assert status == 200, shapes
     segments = [s for s in explained(server, model="regions")["segments"] if s["class_index"] > 0]
-    assert segments, "the random segmenter predicts one object class everywhere"
+    assert len(segments) >= 2, "the scene holds shapes of two classes or more"
     assert [shape["label"] for shape in shapes] == [names[s["class_index"]] for s in segments]
     for shape, segment in zip(shapes, segments, strict=True):
         assert shape["type"] == "mask"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from app.labeling.label_config import CONTROL_KINDS, parse_label_config
 from app.quality.scenes import SHAPES
@@ -22,6 +23,8 @@ from scripts.labelstudio_e2e import (
     run_e2e,
     scene_tasks,
 )
+from tests.dense_matching import assert_decisive, assert_same_detections, detection_lists
+from tests.support import DENSE_LABELS
 
 
 @pytest.mark.labelstudio_e2e
@@ -61,10 +64,28 @@ def test_label_studio_stores_camserve_predictions(tmp_path: Path) -> None:
     detection = report.detection
     assert detection is not None
     assert detection.model_version.split(":")[1:3] == ["boxes", "gradcam"]
-    assert detection.expected, "the random detector lists boxes at a score threshold of 0"
-    rectangles = detection.rectangles()
-    assert len(rectangles) == len(detection.expected)
-    for result, found in zip(rectangles, detection.expected, strict=True):
+    assert detection.expected, "the shape detector finds the scene's shapes"
+    assert_stored_boxes_are_the_detections(detection.rectangles(), detection.expected)
+
+
+def assert_stored_boxes_are_the_detections(
+    rectangles: list[dict[str, Any]], expected: list[dict[str, Any]]
+) -> None:
+    """Each stored rectangle is one of ``/v1/explain``'s detections (matched by class and box,
+    the tie rule of tests/dense_matching.py), in its order (its scores decisive), with its
+    label, score and pixel box after the round trip through percentages."""
+    assert len(rectangles) == len(expected)
+    assert_decisive([found["score"] for found in expected])
+    boxes = torch.tensor([pixel_box(result) for result in rectangles], dtype=torch.float64)
+    classes = [DENSE_LABELS.index(r["value"]["rectanglelabels"][0]) for r in rectangles]
+    matches = assert_same_detections(
+        boxes.reshape(-1, 4),
+        classes,
+        [float(result["score"]) for result in rectangles],
+        *detection_lists(expected),
+    )
+    assert matches == list(range(len(expected)))
+    for result, found in zip(rectangles, expected, strict=True):
         assert result["value"]["rectanglelabels"] == [found["label"]]
         assert result["score"] == pytest.approx(found["score"])
         box = pixel_box(result)
@@ -89,9 +110,9 @@ def test_the_label_config_asks_for_every_control_with_the_model_labels() -> None
 
 
 def test_the_detection_config_has_rectangles_of_the_labels_given() -> None:
-    (image,) = parse_label_config(detection_config(["dog", "person"]))
+    (image,) = parse_label_config(detection_config(["circle", "star"]))
     (control,) = image.controls
-    assert (control.kind, control.labels) == ("rectanglelabels", ("dog", "person"))
+    assert (control.kind, control.labels) == ("rectanglelabels", ("circle", "star"))
 
 
 def test_the_scenes_differ_in_class_size_and_source() -> None:

@@ -181,13 +181,13 @@ def test_shapes_are_parsed_in_a_fixed_order() -> None:
 def test_a_dense_models_function_returns_its_own_shapes_without_the_background(
     task: str, shape: str
 ) -> None:
-    labels = ["__background__", "cat", "dog"]
+    labels = ["__background__", "circle", "square"]
     options = FunctionOptions(model="m", labels=labels, task=task, score_threshold="0.3")
     assert options.shapes == (shape,)
     document = parsed(options)
     assert [(e["id"], e["name"], e["type"]) for e in spec_of(document)] == [
-        (1, "cat", shape),
-        (2, "dog", shape),
+        (1, "circle", shape),
+        (2, "square", shape),
     ]
     env = env_of(document)
     assert env["CAMSERVE_TASK"] == task
