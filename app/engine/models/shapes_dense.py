@@ -21,8 +21,9 @@ from torch.nn import functional
 from torchvision.models.detection import FasterRCNN
 from torchvision.models.detection.anchor_utils import AnchorGenerator
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
-from torchvision.models.resnet import BasicBlock
 from torchvision.ops import MultiScaleRoIAlign
+
+from app.engine.models.shapes_net import residual_stage
 
 __all__ = [
     "DETECTOR_INPUT",
@@ -42,16 +43,6 @@ REPRESENTATION = 128
 """Width of the box head's two fully connected layers."""
 
 
-def _block(in_channels: int, out_channels: int, stride: int) -> BasicBlock:
-    downsample = None
-    if stride != 1 or in_channels != out_channels:
-        downsample = nn.Sequential(
-            nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False),
-            nn.BatchNorm2d(out_channels),
-        )
-    return BasicBlock(in_channels, out_channels, stride=stride, downsample=downsample)
-
-
 def _stem(width: int) -> nn.Sequential:
     return nn.Sequential(
         nn.Conv2d(3, width, 3, stride=2, padding=1, bias=False),
@@ -60,7 +51,18 @@ def _stem(width: int) -> nn.Sequential:
     )
 
 
-class PyramidBackbone(nn.Module):
+class _Stages(nn.Module):
+    """A stem and three residual stages, each halving the resolution: strides 2, 4, 8, 16."""
+
+    def __init__(self, widths: tuple[int, int, int, int]) -> None:
+        super().__init__()
+        self.stem = _stem(widths[0])
+        self.layer1 = residual_stage(widths[0], widths[1], stride=2)
+        self.layer2 = residual_stage(widths[1], widths[2], stride=2)
+        self.layer3 = residual_stage(widths[2], widths[3], stride=2)
+
+
+class PyramidBackbone(_Stages):
     """Stages at strides 2, 4, 8 and 16, and a top-down pyramid over the last two: levels
     ``"0"`` (stride 8) and ``"pool"`` (stride 16, the coarsest, named as torchvision's feature
     pyramids name theirs, so tools written for them, such as pytorch-grad-cam's
@@ -69,11 +71,7 @@ class PyramidBackbone(nn.Module):
     out_channels = PYRAMID_CHANNELS
 
     def __init__(self, widths: tuple[int, int, int, int] = (24, 48, 96, 128)) -> None:
-        super().__init__()
-        self.stem = _stem(widths[0])
-        self.layer1 = _block(widths[0], widths[1], stride=2)
-        self.layer2 = _block(widths[1], widths[2], stride=2)
-        self.layer3 = _block(widths[2], widths[3], stride=2)
+        super().__init__(widths)
         self.lateral2 = nn.Conv2d(widths[2], PYRAMID_CHANNELS, 1)
         self.lateral3 = nn.Conv2d(widths[3], PYRAMID_CHANNELS, 1)
         self.smooth2 = nn.Conv2d(PYRAMID_CHANNELS, PYRAMID_CHANNELS, 3, padding=1)
@@ -113,17 +111,13 @@ def shapes_detector(num_classes: int, **options: Any) -> FasterRCNN:
     )
 
 
-class SegmenterBackbone(nn.Module):
+class SegmenterBackbone(_Stages):
     """Stages at strides 2, 4, 8 and 16, then a last stage at stride 16; returns the stride-8
     map (``fine``, for the masks' edges) and the last stage's (``out``, for the classes)."""
 
     def __init__(self, widths: tuple[int, int, int, int] = (24, 48, 96, 128)) -> None:
-        super().__init__()
-        self.stem = _stem(widths[0])
-        self.layer1 = _block(widths[0], widths[1], stride=2)
-        self.layer2 = _block(widths[1], widths[2], stride=2)
-        self.layer3 = _block(widths[2], widths[3], stride=2)
-        self.layer4 = _block(widths[3], widths[3], stride=1)
+        super().__init__(widths)
+        self.layer4 = residual_stage(widths[3], widths[3], stride=1)
 
     def forward(self, x: Tensor) -> dict[str, Tensor]:
         fine = self.layer2(self.layer1(self.stem(x)))

@@ -10,13 +10,14 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torchvision.models.resnet import BasicBlock
 
-__all__ = ["SHAPES_NET", "ShapesNet"]
+__all__ = ["SHAPES_NET", "ShapesNet", "residual_stage"]
 
 SHAPES_NET = "shapes_resnet"
 """The architecture name manifests use for this network."""
 
 
-def _stage(in_channels: int, out_channels: int, stride: int) -> BasicBlock:
+def residual_stage(in_channels: int, out_channels: int, stride: int) -> BasicBlock:
+    """One torchvision ``BasicBlock``, with a 1 × 1 projection where the shape changes."""
     downsample = None
     if stride != 1 or in_channels != out_channels:
         downsample = nn.Sequential(
@@ -35,10 +36,10 @@ class ShapesNet(nn.Module):
             nn.ReLU(inplace=True),
             nn.MaxPool2d(3, stride=2, padding=1),
         )
-        self.layer1 = _stage(widths[0], widths[0], stride=1)
-        self.layer2 = _stage(widths[0], widths[1], stride=2)
-        self.layer3 = _stage(widths[1], widths[2], stride=1)
-        self.layer4 = _stage(widths[2], widths[3], stride=1)
+        self.layer1 = residual_stage(widths[0], widths[0], stride=1)
+        self.layer2 = residual_stage(widths[0], widths[1], stride=2)
+        self.layer3 = residual_stage(widths[1], widths[2], stride=1)
+        self.layer4 = residual_stage(widths[2], widths[3], stride=1)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(widths[3], num_classes)
 
