@@ -36,7 +36,7 @@ from app.engine.models.dense import LoadedDenseModel
 from app.engine.models.layers import find_candidate_layers, resolve_layer
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import LoadedModel, load_model
-from app.engine.models.segmenters import area_ranking
+from app.engine.models.segmenters import area_ranking, keeping_last_scores
 from app.engine.models.tokens import class_logits, describe_layout
 from app.engine.results import (
     BatchExplanation,
@@ -185,11 +185,9 @@ class CamEngine:
         specs = list(dict.fromkeys(get_method(name) for name in methods))
         requested = list(dict.fromkeys(layers or [self.layer]))
         layer_names = layers_to_capture(requested, self.fusion_layers)
-        batch = self._model_input(inputs)  # probed first: a segmenter's masks are its last pass's
-        flat = (
-            self.gradient_refusals(layer_names, batch.shape[1:]) if _need_gradients(specs) else {}
-        )
-        captured = self._capture(batch, specs, layer_names, targets, top_k)
+        captured = self._capture(self._model_input(inputs), specs, layer_names, targets, top_k)
+        shape = captured.batch.shape[1:]
+        flat = self.gradient_refusals(layer_names, shape) if _need_gradients(specs) else {}
         checkpoint()
         results = CamResults(captured.logits, captured.targets, {})
         for layer_name in layer_names:
@@ -221,7 +219,8 @@ class CamEngine:
         """Why gradient methods get a 422 on each of ``layers`` that never carries a gradient,
         decided once per layer on seeded random inputs of ``shape`` (default 3 × input size)."""
         shape = shape or (3, *self.preprocessing.input_size)
-        return self._gradient_reach.refusals({n: self.layer_module(n) for n in layers}, shape)
+        with keeping_last_scores(self.model):  # the probe's pass is not the request's
+            return self._gradient_reach.refusals({n: self.layer_module(n) for n in layers}, shape)
 
     def compute(
         self,

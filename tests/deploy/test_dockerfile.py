@@ -143,8 +143,13 @@ def test_the_start_command_serves_and_the_healthcheck_reports_it(tmp_path: Path)
         server.wait_until_ok("/readyz", timeout_s=90)
         assert probe_exit_code() == 0
         ready = httpx.get(server.url("/readyz"), timeout=5).json()
-        # no network here, and none needed: the real ImageNet model ships with the image
-        assert ready["models"] == {"efficientnet_lite0": "ready", "shapes": "ready"}
+        # no network here, and none needed: every shipped model ships with the image
+        assert ready["models"] == {
+            "efficientnet_lite0": "ready",
+            "shapes": "ready",
+            "shapes-detector": "ready",
+            "shapes-segmenter": "ready",
+        }
         assert ready["failed"] == {}
         answer = httpx.post(server.url("/v1/cam"), files={"image": SAMPLE.read_bytes()}, timeout=60)
         assert answer.status_code == 200, answer.text

@@ -22,6 +22,7 @@ __all__ = [
     "area_ranking",
     "class_areas",
     "explaining_regions",
+    "keeping_last_scores",
     "largest_classes",
     "mask_scores",
     "predicted_masks",
@@ -74,6 +75,20 @@ class SegmentationScores(nn.Module):
             if region is not None:
                 masks[index] = region.to(masks)  # broadcast over the classes
         return masks
+
+
+@contextmanager
+def keeping_last_scores(model: nn.Module) -> Iterator[None]:
+    """Passes inside leave a segmenter's ``last_scores`` as they were (a probe on other inputs
+    must not replace the scores of the images just explained); other models are untouched."""
+    if not isinstance(model, SegmentationScores):
+        yield
+        return
+    saved = model.last_scores
+    try:
+        yield
+    finally:
+        model.last_scores = saved
 
 
 @contextmanager
