@@ -111,7 +111,7 @@ def segmenter_pointing(
     tally = PointingTally()
     for scene in scenes:
         inputs, targets = segmenter_batch([scene])
-        classes = [int(c) for c in targets.unique().tolist() if c != 0]
+        classes = [int(c) for c in torch.unique(targets).tolist() if c != 0]
         for method in methods:
             raw = engine.compute(inputs, method, targets=[classes]).raw_maps[0]
             size = tuple(inputs.shape[-2:])
