@@ -143,8 +143,9 @@ def evaluate_segmenter(
                 intersection[label] += int((mine & theirs).sum())
                 union[label] += int((mine | theirs).sum())
     iou = {
-        DENSE_LABELS[label]: float(intersection[label] / max(union[label], 1))
+        DENSE_LABELS[label]: float(intersection[label] / union[label])
         for label in range(classes)
+        if union[label] > 0
     }
-    shapes = [iou[name] for name in DENSE_LABELS[1:]]
+    shapes = [iou[name] for name in DENSE_LABELS[1:] if name in iou]
     return SegmentationQuality(scenes=len(scenes), mean_iou=float(np.mean(shapes)), iou=iou)
