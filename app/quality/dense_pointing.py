@@ -18,16 +18,15 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
-from torchvision.ops import box_iou
 
 from app.engine.detection_maps import explain_detections
 from app.engine.engine import CamEngine
+from app.quality.dense_quality import found_shapes
 from app.quality.dense_training import scene_tensor, segmenter_batch
+from app.quality.metrics import pointing_game_hit
 from app.quality.object_scenes import ObjectScene
 
 __all__ = ["PointingTally", "detector_pointing", "segmenter_pointing"]
-
-MATCH_IOU = 0.5
 
 
 @dataclass
@@ -54,30 +53,6 @@ def _peak(heatmap: Tensor) -> tuple[int, int]:
     return flat // heatmap.shape[-1], flat % heatmap.shape[-1]
 
 
-def _inside(point: tuple[int, int], box: Sequence[float]) -> bool:
-    row, column = point
-    return box[0] <= column < box[2] and box[1] <= row < box[3]
-
-
-def _found_shapes(boxes: Tensor, labels: Tensor, scene: ObjectScene) -> list[int]:
-    """Per detection, the index of the shape it found (-1: none), greedy in the given order."""
-    truth = torch.from_numpy(scene.boxes)
-    overlaps = box_iou(boxes, truth) if len(truth) else torch.zeros(len(boxes), 0)
-    taken: set[int] = set()
-    found = []
-    for row, label in enumerate(labels.tolist()):
-        candidates = [
-            (float(overlaps[row, column]), column)
-            for column, item in enumerate(scene.objects)
-            if item.label == label and column not in taken
-        ]
-        best, column = max(candidates, default=(0.0, -1))
-        found.append(column if best >= MATCH_IOU else -1)
-        if best >= MATCH_IOU:
-            taken.add(column)
-    return found
-
-
 def detector_pointing(
     model: nn.Module,
     scenes: Sequence[ObjectScene],
@@ -93,15 +68,15 @@ def detector_pointing(
             max_detections=20,
             score_threshold=score_threshold,
         )
-        shapes = _found_shapes(answer.explained_boxes, answer.explained_labels, scene)
+        shapes = found_shapes(answer.explained_boxes, answer.explained_labels, scene)
         for method in methods:
             maps = answer.full_maps("backbone", method)
             for index, shape in enumerate(shapes):
                 if shape >= 0:
-                    peak = _peak(maps[index])
                     others = [item.box for k, item in enumerate(scene.objects) if k != shape]
-                    hit = _inside(peak, scene.objects[shape].box)
-                    tally.add(method, hit, not hit and any(_inside(peak, b) for b in others))
+                    hit = pointing_game_hit(maps[index], scene.objects[shape].box)
+                    stray = any(pointing_game_hit(maps[index], box) for box in others)
+                    tally.add(method, hit, not hit and stray)
     return tally
 
 
@@ -112,8 +87,9 @@ def segmenter_pointing(
     for scene in scenes:
         inputs, targets = segmenter_batch([scene])
         classes = [int(c) for c in torch.unique(targets).tolist() if c != 0]
+        results = engine.compute_all(inputs, methods, targets=[classes])
         for method in methods:
-            raw = engine.compute(inputs, method, targets=[classes]).raw_maps[0]
+            raw = results[(engine.layer, method)].raw_maps[0]
             size = tuple(inputs.shape[-2:])
             maps = nn.functional.interpolate(
                 raw[:, None].clamp_min(0), size=size, mode="bilinear", align_corners=False

@@ -28,6 +28,7 @@ __all__ = [
     "average_precision",
     "evaluate_detector",
     "evaluate_segmenter",
+    "found_shapes",
 ]
 
 IOU_THRESHOLD = 0.5
@@ -93,26 +94,34 @@ def evaluate_detector(
 def _match(
     output: dict[str, torch.Tensor], scene: ObjectScene, ranked: dict[int, _Ranked]
 ) -> NDArray[np.bool_]:
-    """Greedy matching in score order: a detection hits the best-overlapping shape of its class
-    not yet taken (IoU >= 0.5). Records every detection in ``ranked``."""
-    truth_boxes = torch.from_numpy(scene.boxes)
-    truth_labels = scene.labels
-    for label in truth_labels:
+    """Greedy matching in score order (``found_shapes``); records every detection in
+    ``ranked``."""
+    for label in scene.labels:
         ranked[int(label)].objects += 1
     order = torch.argsort(output["scores"], descending=True, stable=True)
+    shapes = found_shapes(output["boxes"][order], output["labels"][order], scene)
     hits = np.zeros(len(order), np.bool_)
-    taken = np.zeros(len(truth_labels), np.bool_)
-    overlaps = box_iou(output["boxes"], truth_boxes).numpy() if len(truth_labels) else None
-    for index in order.tolist():
-        label = int(output["labels"][index])
-        if overlaps is not None:
-            candidates = np.where((truth_labels == label) & ~taken, overlaps[index], 0.0)
-            best = int(candidates.argmax())
-            if candidates[best] >= IOU_THRESHOLD:
-                taken[best] = hits[index] = True
-        ranked[label].scores.append(float(output["scores"][index]))
-        ranked[label].hits.append(bool(hits[index]))
+    for index, shape in zip(order.tolist(), shapes, strict=True):
+        hits[index] = shape >= 0
+        ranked[int(output["labels"][index])].scores.append(float(output["scores"][index]))
+        ranked[int(output["labels"][index])].hits.append(bool(hits[index]))
     return hits
+
+
+def found_shapes(boxes: torch.Tensor, labels: torch.Tensor, scene: ObjectScene) -> list[int]:
+    """Per detection, in the order given (best first), the index of the shape it found: the
+    best-overlapping shape of its class not yet taken, at IoU >= 0.5; -1 for none."""
+    overlaps = box_iou(boxes, torch.from_numpy(scene.boxes)).numpy()
+    taken = np.zeros(len(scene.objects), np.bool_)
+    found = []
+    for row, label in enumerate(labels.tolist()):
+        candidates = np.where((scene.labels == label) & ~taken, overlaps[row], 0.0)
+        best = int(candidates.argmax()) if len(candidates) else -1
+        hit = best >= 0 and candidates[best] >= IOU_THRESHOLD
+        if hit:
+            taken[best] = True
+        found.append(best if hit else -1)
+    return found
 
 
 def average_precision(scores: Sequence[float], hits: Sequence[bool], objects: int) -> float:
