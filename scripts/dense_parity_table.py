@@ -28,9 +28,10 @@ import torchvision
 from torch import nn
 
 from app.quality.dense_training import segmenter_batch
-from tests.engine.dense_models import DETECTOR_SIZE, detector, scene_images, scenes, segmenter
+from tests.engine.dense_models import DETECTOR_SIZE, detector, scene_images, segmenter
 from tests.engine.models.test_segmenters import LAYER, segmentation_differences
 from tests.engine.test_detection_maps import eigen_cam_differences, float64_differences
+from tests.support import held_out_scenes
 
 
 def resnet_detector(size: int) -> nn.Module:
@@ -60,7 +61,7 @@ def main() -> None:
     parser.add_argument("--resnet", action="store_true", help="also the ResNet-50 models")
     arguments = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    segmenter_inputs = segmenter_batch(scenes(3, seed=2))[0]
+    segmenter_inputs = segmenter_batch(held_out_scenes(3, seed=2))[0]
     rows = [
         (
             "Eigen-CAM, stacked pyramid",

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from app.quality.object_scenes import HELD_OUT_OBJECT_SCENES, object_scene_at
+from app.quality.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scene_at
 
 TINY_LABELS = [f"shape {i}" for i in range(10)]
 
@@ -72,13 +72,21 @@ def scene_pixels(
 ) -> np.ndarray[Any, np.dtype[np.uint8]]:
     """The first held-out object scene of ``seed`` with at least ``min_objects`` shapes,
     resized to ``width`` x ``height``."""
-    index = 0
-    while (
-        len((scene := object_scene_at(seed, index, HELD_OUT_OBJECT_SCENES)).objects) < min_objects
-    ):
-        index += 1
+    (scene,) = held_out_scenes(1, seed, min_objects)
     resized = Image.fromarray(scene.image).resize((width, height), Image.Resampling.BILINEAR)
     return np.array(resized)
+
+
+def held_out_scenes(count: int, seed: int = 1, min_objects: int = 2) -> list[ObjectScene]:
+    """The first ``count`` held-out object scenes of ``seed`` with ``min_objects`` or more."""
+    found: list[ObjectScene] = []
+    index = 0
+    while len(found) < count:
+        scene = object_scene_at(seed, index, HELD_OUT_OBJECT_SCENES)
+        if len(scene.objects) >= min_objects:
+            found.append(scene)
+        index += 1
+    return found
 
 
 def encode_image(pixels: np.ndarray[Any, np.dtype[np.uint8]], image_format: str = "PNG") -> bytes:

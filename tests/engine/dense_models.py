@@ -17,16 +17,15 @@ from torch import Tensor, nn
 
 from app.engine.models.dense import load_dense_model
 from app.engine.models.segmenters import SegmentationScores
-from app.quality.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scene_at
+from app.quality.dense_training import scene_tensor
 from app.serving.served_models import find_spec
-from tests.support import SHIPPED_MODELS
+from tests.support import SHIPPED_MODELS, held_out_scenes
 
 __all__ = [
     "DETECTOR_SIZE",
     "SEGMENTER_LAYER",
     "detector",
     "scene_images",
-    "scenes",
     "segmenter",
 ]
 
@@ -55,26 +54,11 @@ def segmenter() -> nn.Module:
     return wrapped.segmenter
 
 
-def scenes(count: int, seed: int = 1, min_objects: int = 2) -> list[ObjectScene]:
-    """The first ``count`` held-out object scenes of ``seed`` with ``min_objects`` or more."""
-    found: list[ObjectScene] = []
-    index = 0
-    while len(found) < count:
-        scene = object_scene_at(seed, index, HELD_OUT_OBJECT_SCENES)
-        if len(scene.objects) >= min_objects:
-            found.append(scene)
-        index += 1
-    return found
-
-
 def scene_images(
     count: int, size: tuple[int, int] | None = None, seed: int = 1, min_objects: int = 2
 ) -> list[Tensor]:
-    """Those scenes as (3, H, W) floats in [0, 1], resized to ``size`` (H, W) if given."""
-    images = [
-        torch.from_numpy(scene.image).permute(2, 0, 1).float().div(255)
-        for scene in scenes(count, seed, min_objects)
-    ]
+    """``held_out_scenes`` as (3, H, W) floats in [0, 1], resized to ``size`` (H, W) if given."""
+    images = [scene_tensor(scene) for scene in held_out_scenes(count, seed, min_objects)]
     if size is None:
         return images
     return [

@@ -23,7 +23,8 @@ from app.engine.models.segmenters import (
     segment,
 )
 from app.quality.dense_training import SEGMENTER_INPUT, segmenter_batch
-from tests.engine.dense_models import SEGMENTER_LAYER, scenes, segmenter
+from tests.engine.dense_models import SEGMENTER_LAYER, segmenter
+from tests.support import held_out_scenes
 
 __all__: list[str] = []
 
@@ -52,7 +53,7 @@ def wrapped() -> SegmentationScores:
 @pytest.fixture(scope="module")
 def inputs() -> Tensor:
     """Three scenes of two or more shapes, letterboxed into the segmenter's input as served."""
-    return segmenter_batch(scenes(3, seed=2))[0]
+    return segmenter_batch(held_out_scenes(3, seed=2))[0]
 
 
 def test_scores_are_each_class_summed_over_its_predicted_mask(
