@@ -12,17 +12,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import pairwise
+from typing import Any
 
 import torch
 from torch import Tensor
 from torchvision.ops import box_iou
+
+from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 
 __all__ = [
     "BOX_TOLERANCE",
     "SCORE_GAP",
     "SCORE_TOLERANCE",
     "assert_decisive",
+    "assert_largest_area_decisive",
     "assert_same_detections",
+    "assert_same_listed",
     "detection_lists",
 ]
 
@@ -93,3 +98,19 @@ def detection_lists(
         [int(d["class_index"]) for d in detections],
         [float(d["score"]) for d in detections],
     )
+
+
+def assert_same_listed(found: Sequence[dict[str, Any]], expected: Sequence[dict[str, Any]]) -> None:
+    """Two answers' API detections, from two code paths: decisive at the default threshold, the
+    same up to rounding, and in the same order with the same indices and labels."""
+    assert_decisive([d["score"] for d in expected], DEFAULT_SCORE_THRESHOLD)
+    matches = assert_same_detections(*detection_lists(found), *detection_lists(expected))
+    assert matches == list(range(len(expected)))
+    assert [(d["index"], d["label"]) for d in found] == [(d["index"], d["label"]) for d in expected]
+
+
+def assert_largest_area_decisive(areas: Sequence[int]) -> None:
+    """The largest segment is larger than the next (areas are whole pixels: no rounding can
+    swap two different areas), so the class explained by default is the same on any machine."""
+    assert len(areas) > 1, "a scene has shapes besides the background"
+    assert areas[0] > areas[1], f"the two largest classes tie: {list(areas)}"

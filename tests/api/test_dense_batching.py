@@ -20,16 +20,14 @@ import pytest
 from fastapi import FastAPI
 
 from app.api.application import create_app
-from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 from app.serving.service import Service
 from tests.api.helpers import make_settings
 from tests.api.test_batching import metric, ready
-from tests.api.test_dense_routes import assert_largest_decisive, png_array
+from tests.api.test_dense_routes import png_array
 from tests.dense_matching import (
     BOX_TOLERANCE,
-    assert_decisive,
-    assert_same_detections,
-    detection_lists,
+    assert_largest_area_decisive,
+    assert_same_listed,
 )
 from tests.support import DENSE_LABELS, scene_bytes, write_dense_models
 
@@ -116,7 +114,8 @@ async def scenario(
 def assert_same(batched: dict[str, Any], alone: dict[str, Any]) -> None:
     """A request's answer in a batch is its answer alone, up to rounding."""
     if alone.get("detections") is not None:
-        assert_same_detections_of(batched["detections"], alone["detections"])
+        assert alone["detections"], "a scene's shapes are found"
+        assert_same_listed(batched["detections"], alone["detections"])
     if alone.get("segments") is not None:
         assert_same_segments(batched, alone)
     assert len(batched["explanations"]) == len(alone["explanations"])
@@ -133,18 +132,10 @@ def assert_same(batched: dict[str, Any], alone: dict[str, Any]) -> None:
         assert difference <= MAP_TOLERANCE, (entry["method"], entry["rank"], difference)
 
 
-def assert_same_detections_of(batched: list[dict[str, Any]], alone: list[dict[str, Any]]) -> None:
-    """Decisive detections (ranks explained in order), the same up to rounding, in one order."""
-    assert alone, "a scene's shapes are found"
-    assert_decisive([d["score"] for d in alone], DEFAULT_SCORE_THRESHOLD)
-    matches = assert_same_detections(*detection_lists(batched), *detection_lists(alone))
-    assert matches == list(range(len(alone)))
-
-
 def assert_same_segments(batched: dict[str, Any], alone: dict[str, Any]) -> None:
     """The same largest class (decisive), explained by default, and masks that differ by at most
     ``MASK_PIXELS`` pixels per class (a class on so few pixels may be found in one answer only)."""
-    assert_largest_decisive(alone["segments"])
+    assert_largest_area_decisive([segment["area"] for segment in alone["segments"]])
     assert batched["predictions"][0]["index"] == alone["predictions"][0]["index"]
     mine, theirs = class_masks(batched), class_masks(alone)
     nowhere = np.zeros_like(next(iter(theirs.values())))

@@ -35,7 +35,13 @@ from tests.api.helpers import (
     wait_ready,
     worker_hook_count,
 )
-from tests.dense_matching import assert_decisive, assert_same_detections, detection_lists
+from tests.dense_matching import (
+    assert_decisive,
+    assert_largest_area_decisive,
+    assert_same_detections,
+    assert_same_listed,
+    detection_lists,
+)
 from tests.support import DENSE_LABELS, image_bytes, scene_bytes, write_dense_models
 
 WIDTH, HEIGHT = 200, 150
@@ -74,23 +80,6 @@ def image_tensor(data: bytes) -> torch.Tensor:
 
 def png_array(text: str) -> np.ndarray[Any, Any]:
     return np.asarray(Image.open(io.BytesIO(base64.b64decode(text))))
-
-
-def assert_largest_decisive(segments: list[dict[str, Any]]) -> None:
-    """The largest segment is larger than the next (areas are whole pixels: no rounding can
-    swap two different areas), so the class explained by default is the same on any machine."""
-    areas = [segment["area"] for segment in segments]
-    assert len(areas) > 1, "a scene has shapes besides the background"
-    assert areas[0] > areas[1], f"the two largest classes tie: {areas}"
-
-
-def assert_same_listed(found: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
-    """Two answers' detections, from two requests: decisive, the same up to rounding (the tie
-    rule) and in the same order with the same labels."""
-    assert_decisive([d["score"] for d in expected], DEFAULT_SCORE_THRESHOLD)
-    matches = assert_same_detections(*detection_lists(found), *detection_lists(expected))
-    assert matches == list(range(len(expected)))
-    assert [(d["index"], d["label"]) for d in found] == [(d["index"], d["label"]) for d in expected]
 
 
 def test_models_lists_each_task_with_its_layers_and_methods(client: TestClient) -> None:
@@ -181,7 +170,7 @@ def test_a_segmenters_masks_predictions_and_maps(client: TestClient, dense_dir: 
     assert [s["area"] for s in segments] == sorted((s["area"] for s in segments), reverse=True)
     predictions = [(p["index"], p["probability"]) for p in body["predictions"]]
     assert predictions == [(s["class_index"], pytest.approx(s["fraction"])) for s in segments]
-    assert_largest_decisive(segments)
+    assert_largest_area_decisive([segment["area"] for segment in segments])
     (entry,) = body["explanations"]
     assert entry["class_index"] == segments[0]["class_index"]  # the largest by area
     loaded = load_dense_model(find_spec(dense_dir, "regions"))

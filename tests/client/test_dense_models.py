@@ -17,7 +17,12 @@ import torch
 
 from app.client import Client
 from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
-from tests.dense_matching import assert_decisive, assert_same_detections, detection_lists
+from tests.dense_matching import (
+    assert_decisive,
+    assert_largest_area_decisive,
+    assert_same_detections,
+    detection_lists,
+)
 from tests.integration.live import LiveServer, live_server
 from tests.support import image_bytes, scene_bytes, write_dense_models
 
@@ -90,6 +95,5 @@ def test_segments_come_with_their_masks(dense_server: LiveServer) -> None:
     coverage = np.sum(masks, axis=0)
     assert int(coverage.min()) == int(coverage.max()) == 1  # one class per pixel
     assert result.predictions[0].index == result.segments[0].class_index
-    areas = [segment.area for segment in result.segments]
-    assert areas[0] > areas[1], f"the largest class is decisive: {areas}"
+    assert_largest_area_decisive([segment.area for segment in result.segments])
     assert result.explanations[0].class_index == result.segments[0].class_index

@@ -23,7 +23,7 @@ import pytest
 from numpy.typing import NDArray
 from playwright.sync_api import expect
 
-from tests.dense_matching import SCORE_TOLERANCE
+from tests.dense_matching import SCORE_TOLERANCE, assert_largest_area_decisive
 from tests.integration.live import LiveServer, live_server
 from tests.support import scene_bytes, write_dense_models, write_test_models
 from tests.web.pages import PHONE, WebPage, expected_overlay, heatmap_of, rgb_of
@@ -271,8 +271,7 @@ def test_a_segmenter_shows_its_masks_as_a_layer_the_checkbox_toggles(
     layer = web.page.locator("#results .mask-layer")
     expect(layer).to_have_count(1)
     expect(layer).to_be_hidden()
-    areas = [segment["area"] for segment in segments]
-    assert areas[0] > areas[1], f"the largest class is decisive: {areas}"
+    assert_largest_area_decisive([segment["area"] for segment in segments])
     (entry,) = body["explanations"]
     assert entry["class_index"] == segments[0]["class_index"], "the largest class is explained"
     assert np.array_equal(web.canvas(), overlay_of(photo, entry))
