@@ -77,6 +77,18 @@ def scene_pixels(
     return np.array(resized)
 
 
+def write_scenes(folder: Path, sizes: Mapping[str, tuple[int, int]], seed: int) -> list[Path]:
+    """A generated scene (``scene_pixels``, three or more shapes) at each of ``sizes`` (relative
+    path -> (width, height)), the i-th of seed ``seed + i``, in the format its suffix names."""
+    paths = []
+    for index, (relative, (width, height)) in enumerate(sizes.items()):
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(scene_pixels(width, height, seed=seed + index)).save(path)
+        paths.append(path)
+    return paths
+
+
 def held_out_scenes(count: int, seed: int = 1, min_objects: int = 2) -> list[ObjectScene]:
     """The first ``count`` held-out object scenes of ``seed`` with ``min_objects`` or more."""
     found: list[ObjectScene] = []

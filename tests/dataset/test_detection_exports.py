@@ -31,7 +31,7 @@ from app.labeling.fiftyone_documents import relative_box
 from app.serving.served_models import find_spec
 from scripts.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
-from tests.support import scene_pixels, write_dense_models
+from tests.support import write_dense_models, write_scenes
 
 METHODS = ("gradcam", "eigencam")
 SIZES = [(200, 150), (160, 120)]
@@ -45,9 +45,8 @@ def output(tmp_path_factory: pytest.TempPathFactory) -> Path:
     is found (a detection must score above the threshold)."""
     root = tmp_path_factory.mktemp("detector")
     dense = write_dense_models(root / "models")
-    paths = [root / f"photo{index}.png" for index in range(len(SIZES))]
-    for index, (path, (width, height)) in enumerate(zip(paths, SIZES, strict=True)):
-        Image.fromarray(scene_pixels(width, height, seed=SCENE_SEED + index)).save(path)
+    sizes = {f"photo{index}.png": size for index, size in enumerate(SIZES)}
+    paths = write_scenes(root, sizes, SCENE_SEED)
     (root / "none.png").write_bytes(paths[0].read_bytes())
     rows = root / "rows"
     rows.mkdir()

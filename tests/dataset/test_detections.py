@@ -45,7 +45,7 @@ from tests.dense_matching import (
     assert_decisive,
     assert_same_detections,
 )
-from tests.support import scene_pixels, write_dense_models
+from tests.support import write_dense_models, write_scenes
 
 METHODS = ("gradcam", "eigencam")
 SIZES = [(200, 150), (160, 120), (200, 150)]
@@ -64,13 +64,8 @@ def dense_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """A scene of three or more shapes per size, each of its own seed."""
-    folder = tmp_path_factory.mktemp("images")
-    paths = []
-    for index, (width, height) in enumerate(SIZES):
-        path = folder / f"photo{index}.png"
-        Image.fromarray(scene_pixels(width, height, seed=SCENE_SEED + index)).save(path)
-        paths.append(path)
-    return paths
+    sizes = {f"photo{index}.png": size for index, size in enumerate(SIZES)}
+    return write_scenes(tmp_path_factory.mktemp("images"), sizes, SCENE_SEED)
 
 
 def run_actor(

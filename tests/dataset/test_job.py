@@ -28,7 +28,7 @@ from app.dataset.output_files import parquet_files, read_rows
 from app.engine.images.regions import find_regions
 from app.quality.scenes import scene_at, square_settings
 from scripts.ray_cluster import LocalRay, local_ray
-from tests.support import BROKEN_PNG, scene_pixels, write_dense_models
+from tests.support import BROKEN_PNG, write_dense_models, write_scenes
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = ["--model", "shapes", "--models-dir", str(REPO / "models")]
@@ -245,10 +245,8 @@ def test_a_detector_explains_its_detections_on_the_cluster(
     explained detections per scene, above the score threshold given."""
     dense = write_dense_models(tmp_path / "dense")
     three = tmp_path / "three"
-    three.mkdir()
-    for index, (width, height) in enumerate(DETECTOR_SIZES):
-        pixels = scene_pixels(width, height, seed=DETECTOR_SEED + index)
-        Image.fromarray(pixels).save(three / f"scene{index}.png")
+    sizes = {f"scene{index}.png": size for index, size in enumerate(DETECTOR_SIZES)}
+    write_scenes(three, sizes, DETECTOR_SEED)
     output = tmp_path / "rows"
     result = runner.invoke(
         cli,

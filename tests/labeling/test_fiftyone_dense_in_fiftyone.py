@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import torch
 from numpy.typing import NDArray
-from PIL import Image
 
 from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD, explain_detections
 from app.engine.engine import CamEngine
@@ -32,7 +31,7 @@ from app.serving.served_models import find_spec
 from scripts.fiftyone_env import FiftyOne
 from tests.dense_matching import assert_decisive, assert_same_detections
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
-from tests.support import BROKEN_PNG, scene_pixels, write_dense_models
+from tests.support import BROKEN_PNG, write_dense_models, write_scenes
 
 SIZES = {"a.png": (200, 150), "nested/b.png": (144, 192)}
 """Scenes of three or more shapes, one landscape and one portrait."""
@@ -56,10 +55,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def write_scene_folder(folder: Path, sizes: dict[str, tuple[int, int]], seed: int) -> Path:
     """A generated scene at each of ``sizes`` (relative path -> (width, height)), each of its
     own seed, plus ``broken.png``: a PNG signature and nothing more."""
-    for index, (relative, (width, height)) in enumerate(sizes.items()):
-        path = folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(scene_pixels(width, height, seed=seed + index)).save(path)
+    write_scenes(folder, sizes, seed)
     (folder / "broken.png").write_bytes(BROKEN_PNG)
     return folder
 
