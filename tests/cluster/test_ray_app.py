@@ -64,6 +64,8 @@ SETTINGS: dict[str, Any] = {
 PROXY_TIMEOUT_S = 15.0
 """The proxy ends what a replica never answers (one that died under it) with 408."""
 APP = "camserve"
+ROUTE_CHECKS = 10
+"""Answers in a row that show every proxy routes the application (two nodes, two proxies)."""
 EXPLAIN = {"include": "raw_map,heatmap", "top_k": 2}
 IMAGES = [image_bytes(96, 80, seed=seed) for seed in range(8)]
 DENSE_SCENE = scene_bytes(200, 150, seed=12)
@@ -150,18 +152,35 @@ def direct(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield server
 
 
-def deploy(**args: Any) -> None:
-    """(Re)deploy the application and wait until every replica runs."""
+def deploy(cluster: LocalRay, **args: Any) -> None:
+    """(Re)deploy the application, wait until every replica runs and every proxy routes to it."""
     serve.run(
         build_app({"models_dir": str(MODELS_DIR), "settings": SETTINGS, **args}),
         name=APP,
         route_prefix="/",
     )
+    wait_routed(cluster)
+
+
+def wait_routed(cluster: LocalRay) -> None:
+    """Each node's proxy (they share one port) learns the application's route a moment after
+    ``serve.run`` returns, and answers 404 until then: wait until ``ROUTE_CHECKS`` answers in
+    a row of ``/-/routes`` name it, so that a 404 is never taken for camserve's answer."""
+    deadline = time.monotonic() + TIMEOUT_S
+    confirmed = 0
+    with httpx.Client(timeout=TIMEOUT_S) as client:
+        while confirmed < ROUTE_CHECKS:
+            assert time.monotonic() < deadline, "Ray's proxies never routed the application"
+            answer = client.get(cluster.url("/-/routes"))
+            routed = answer.status_code == 200 and answer.json().get("/") == APP
+            confirmed = confirmed + 1 if routed else 0
+            if not routed:
+                time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
 def two_replicas(cluster: LocalRay) -> LocalRay:
-    deploy(replicas=2)
+    deploy(cluster, replicas=2)
     return cluster
 
 
@@ -341,6 +360,7 @@ def test_autoscaling_adds_a_replica_under_load_and_removes_it_when_idle(
     cluster: LocalRay, record_property: Any
 ) -> None:
     deploy(
+        cluster,
         min_replicas=1,
         max_replicas=2,
         target_ongoing_requests=2,
@@ -393,6 +413,7 @@ def test_detectors_and_segmenters_are_served_through_ray_unchanged(
         route_prefix="/",
     )
     wait_for_replicas(1, 120)
+    wait_routed(cluster)
     local_settings = make_settings(dense_dir, torch_threads=1, models=["boxes", "regions"])
     with TestClient(create_app(local_settings)) as local, httpx.Client(timeout=60) as client:
         wait_ready(local, 180)
