@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import ray
 from ray import serve
 from ray.cluster_utils import Cluster
@@ -30,6 +31,7 @@ __all__ = [
     "local_ray",
     "ray_processes",
     "replica_counts",
+    "wait_routed",
 ]
 
 EXIT_TIMEOUT_S = 30.0
@@ -134,6 +136,27 @@ def local_ray(
                 else:
                     os.environ[key] = value
         _wait_gone(started)
+
+
+ROUTE_CHECKS = 10
+"""Answers in a row that show every proxy routes an application (one proxy per node)."""
+
+
+def wait_routed(cluster: LocalRay, app: str, timeout_s: float = 30.0) -> None:
+    """Each node's proxy (they share one port) learns an application's route a moment after
+    ``serve.run`` returns, and answers 404 until then: wait until ``ROUTE_CHECKS`` answers in
+    a row of ``/-/routes`` name ``app`` at ``/``, so that a 404 is never taken for its answer."""
+    deadline = time.monotonic() + timeout_s
+    confirmed = 0
+    with httpx.Client(timeout=timeout_s) as client:
+        while confirmed < ROUTE_CHECKS:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Ray's proxies never routed {app!r}")
+            answer = client.get(cluster.url("/-/routes"))
+            routed = answer.status_code == 200 and answer.json().get("/") == app
+            confirmed = confirmed + 1 if routed else 0
+            if not routed:
+                time.sleep(0.1)
 
 
 def replica_counts(app_name: str, deployment: str = "camserve") -> dict[str, int]:

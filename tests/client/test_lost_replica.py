@@ -21,7 +21,7 @@ from ray import serve
 
 from app.client import AsyncClient, ExplainResult
 from app.cluster.ray_app import build_app
-from scripts.ray_cluster import LocalRay, local_ray, replica_counts
+from scripts.ray_cluster import LocalRay, local_ray, replica_counts, wait_routed
 from tests.support import image_bytes
 
 pytestmark = pytest.mark.slow
@@ -65,6 +65,7 @@ def cluster() -> Iterator[LocalRay]:
             name="camserve",
             route_prefix="/",
         )
+        wait_routed(running, "camserve")
         yield running
 
 

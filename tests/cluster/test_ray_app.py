@@ -31,7 +31,7 @@ from app.api.application import create_app
 from app.cluster.ray_app import RayAppArgs, build_app, deployment_options
 from app.config import load_settings
 from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
-from scripts.ray_cluster import LocalRay, local_ray, replica_counts
+from scripts.ray_cluster import LocalRay, local_ray, replica_counts, wait_routed
 from tests.api.helpers import (
     assert_same_explain_body,
     make_settings,
@@ -64,8 +64,6 @@ SETTINGS: dict[str, Any] = {
 PROXY_TIMEOUT_S = 15.0
 """The proxy ends what a replica never answers (one that died under it) with 408."""
 APP = "camserve"
-ROUTE_CHECKS = 10
-"""Answers in a row that show every proxy routes the application (two nodes, two proxies)."""
 EXPLAIN = {"include": "raw_map,heatmap", "top_k": 2}
 IMAGES = [image_bytes(96, 80, seed=seed) for seed in range(8)]
 DENSE_SCENE = scene_bytes(200, 150, seed=12)
@@ -159,23 +157,7 @@ def deploy(cluster: LocalRay, **args: Any) -> None:
         name=APP,
         route_prefix="/",
     )
-    wait_routed(cluster)
-
-
-def wait_routed(cluster: LocalRay) -> None:
-    """Each node's proxy (they share one port) learns the application's route a moment after
-    ``serve.run`` returns, and answers 404 until then: wait until ``ROUTE_CHECKS`` answers in
-    a row of ``/-/routes`` name it, so that a 404 is never taken for camserve's answer."""
-    deadline = time.monotonic() + TIMEOUT_S
-    confirmed = 0
-    with httpx.Client(timeout=TIMEOUT_S) as client:
-        while confirmed < ROUTE_CHECKS:
-            assert time.monotonic() < deadline, "Ray's proxies never routed the application"
-            answer = client.get(cluster.url("/-/routes"))
-            routed = answer.status_code == 200 and answer.json().get("/") == APP
-            confirmed = confirmed + 1 if routed else 0
-            if not routed:
-                time.sleep(0.1)
+    wait_routed(cluster, APP)
 
 
 @pytest.fixture(scope="module")
@@ -413,7 +395,7 @@ def test_detectors_and_segmenters_are_served_through_ray_unchanged(
         route_prefix="/",
     )
     wait_for_replicas(1, 120)
-    wait_routed(cluster)
+    wait_routed(cluster, APP)
     local_settings = make_settings(dense_dir, torch_threads=1, models=["boxes", "regions"])
     with TestClient(create_app(local_settings)) as local, httpx.Client(timeout=60) as client:
         wait_ready(local, 180)
