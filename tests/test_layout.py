@@ -104,3 +104,64 @@ def test_no_module_is_longer_than_the_limit() -> None:
         if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+def module_name(path: Path) -> str:
+    """``app/serving/worker.py`` → ``app.serving.worker``; a package's ``__init__.py`` → the
+    package."""
+    parts = path.relative_to(APP.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_app_modules(path: Path, known: set[str]) -> set[str]:
+    """The app modules ``path`` imports anywhere in it: at the top, in functions, or only for
+    type checkers (``if TYPE_CHECKING:``), which still tie the two modules together."""
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                imported.add(submodule if submodule in known else node.module)
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+    return imported & known
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = {module_name(path): path for path in sorted(APP.rglob("*.py"))}
+    known = set(paths)
+    return {module: imported_app_modules(path, known) - {module} for module, path in paths.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle (its modules in order, the first repeated at the end), or []."""
+    finished: set[str] = set()
+    path: list[str] = []
+
+    def visit(module: str) -> list[str]:
+        if module in path:
+            return [*path[path.index(module) :], module]
+        if module in finished:
+            return []
+        path.append(module)
+        for imported in sorted(graph[module]):
+            if cycle := visit(imported):
+                return cycle
+        path.pop()
+        finished.add(module)
+        return []
+
+    for module in sorted(graph):
+        if cycle := visit(module):
+            return cycle
+    return []
+
+
+def test_no_app_modules_import_each_other_in_a_circle() -> None:
+    assert find_cycle(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_circle_through_three_modules() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []

@@ -33,7 +33,8 @@ from app.api.schemas import (
 from app.api.uploads import FIELD, read_image_upload
 from app.engine.images.imaging import MEDIA_TYPES
 from app.engine.images.regions import Region, Threshold, find_regions, parse_threshold
-from app.serving.service import ExplainRequest, Outcome, Service
+from app.serving.requests import ExplainRequest
+from app.serving.service import Outcome, Service
 
 __all__ = ["router"]
 

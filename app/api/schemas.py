@@ -11,11 +11,11 @@ from app.engine.errors import ExplanationError
 from app.engine.images.colormaps import COLORMAPS, DEFAULT_COLORMAP
 from app.engine.images.regions import DEFAULT_THRESHOLD
 from app.engine.methods import METHODS
-from app.serving.service import (
+from app.serving.requests import ExplainRequest
+from app.serving.task_options import (
     DEFAULT_MAX_DETECTIONS,
     DEFAULT_SCORE_THRESHOLD,
     MAX_DETECTIONS,
-    ExplainRequest,
 )
 from app.serving.worker import PREDICTIONS as WORKER_PREDICTIONS
 

@@ -27,7 +27,8 @@ from app.labeling.label_config import ImageControls, LabelControl, parse_label_c
 from app.labeling.labelstudio_dense import dense_results
 from app.labeling.labelstudio_results import LabeledClass, control_results
 from app.labeling.task_images import TaskImageFetcher
-from app.serving.service import ExplainRequest, Outcome, Service
+from app.serving.requests import ExplainRequest
+from app.serving.service import Outcome, Service
 
 __all__ = ["LabelStudioBackend", "PredictionOptions"]
 

@@ -27,13 +27,10 @@ from app.engine.images.imaging import DecodedImage, decode_image, encode_image
 from app.engine.images.render import validate_alpha
 from app.engine.methods import get_method
 from app.serving.errors import DeadlineExceededError, ShuttingDownError
-from app.serving.jobs import DetectionOptions
 from app.serving.prometheus import Metrics
+from app.serving.requests import ExplainRequest, ValidRequest
 from app.serving.served_models import ModelHub, ServedModel
 from app.serving.task_options import (
-    DEFAULT_MAX_DETECTIONS,
-    DEFAULT_SCORE_THRESHOLD,
-    MAX_DETECTIONS,
     check_box_inside,
     check_task_options,
     detection_request,
@@ -41,16 +38,7 @@ from app.serving.task_options import (
 )
 from app.serving.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions, Reservation
 
-__all__ = [
-    "DEFAULT_MAX_DETECTIONS",
-    "DEFAULT_SCORE_THRESHOLD",
-    "MAX_DETECTIONS",
-    "ClientDisconnectedError",
-    "ExplainRequest",
-    "Outcome",
-    "Service",
-    "ValidRequest",
-]
+__all__ = ["ClientDisconnectedError", "Outcome", "Service"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -58,43 +46,6 @@ R = TypeVar("R")
 
 class ClientDisconnectedError(Exception):
     """The client went away before its results were ready; nobody is left to answer."""
-
-
-@dataclass(frozen=True)
-class ExplainRequest:
-    model: str | None = None
-    methods: tuple[str, ...] = ()
-    """Default (none): the model's method."""
-    layer: str | None = None
-    """One layer, or several separated by commas; default: the model's layer."""
-    target: str | None = None
-    top_k: int = 1
-    alpha: float = 0.5
-    colormap: str = "jet"
-    score_threshold: float | None = None
-    """Detectors: keep detections scoring above this (default ``DEFAULT_SCORE_THRESHOLD``)."""
-    max_detections: int | None = None
-    """Detectors: explain the first n detections (default ``DEFAULT_MAX_DETECTIONS``)."""
-    box: str | None = None
-    """Detectors: ``"x0,y0,x1,y1"`` to explain as a detection of ``target``."""
-    predictions: int | None = None
-    """How many predictions the answer lists (classifiers and segmenters)."""
-    single: bool = False
-    """One map is answered (``/v1/cam``): a detector explains its best detection only."""
-
-
-@dataclass(frozen=True)
-class ValidRequest:
-    """A request's parameters in canonical form, checked against the served model."""
-
-    model: ServedModel
-    methods: tuple[str, ...]
-    layers: tuple[str, ...]
-    target: int | None
-    top_k: int
-    render: RenderOptions
-    detection: DetectionOptions | None = None
-    box: tuple[float, float, float, float] | None = None
 
 
 @dataclass(frozen=True)

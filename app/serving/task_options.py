@@ -15,10 +15,10 @@ from app.engine.detection_maps import (
 )
 from app.engine.errors import ExplanationError, InvalidTargetError
 from app.serving.jobs import DetectionOptions
+from app.serving.requests import ExplainRequest, ValidRequest
 
 if TYPE_CHECKING:
-    from app.serving.served_models import ServedModel
-    from app.serving.service import ExplainRequest, ValidRequest
+    from app.serving.served_model import ServedModel
 
 __all__ = [
     "DEFAULT_MAX_DETECTIONS",
