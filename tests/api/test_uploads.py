@@ -207,6 +207,11 @@ def _bad_cases() -> dict[str, Refused]:
         "truncated-jpeg": Refused(
             raw(jpeg[: len(jpeg) // 2], "image/jpeg"), 400, "truncated_image"
         ),
+        "random-bytes-after-jpeg-signature": Refused(
+            raw(b"\xff\xd8\xff" + np.random.default_rng(1).bytes(2000), "image/jpeg"),
+            400,
+            "not_an_image",
+        ),
         "png-signature-only": Refused(raw(png[:8]), 400, "not_an_image"),
         "text-as-image-png": Refused(raw(text, PNG), 400, "not_an_image"),
         "text-as-octet-stream": Refused(raw(text, "application/octet-stream"), 400, "not_an_image"),
@@ -406,6 +411,19 @@ def test_odd_upload_with_a_visible_heatmap_keeps_its_size(client: TestClient, ca
     assert response.status_code == 200, response.text
     assert pixels(response.content).shape == served.expected.shape
     assert_still_serving(client)
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "message"),
+    [
+        ("random-bytes-after-jpeg-signature", 400, "starts like a JPEG but is not a readable one"),
+        ("truncated-jpeg", 400, "the JPEG data ends before the image does"),
+    ],
+)
+def test_a_broken_jpeg_is_told_from_a_cut_one(
+    client: TestClient, case: str, status: int, message: str
+) -> None:
+    assert message in assert_error(BAD[case].send(client, {}), status, BAD[case].code)
 
 
 def test_oversized_upload_message_names_the_limit(client: TestClient) -> None:

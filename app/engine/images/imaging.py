@@ -30,6 +30,7 @@ from app.engine.errors import (
     TruncatedImageError,
     UnsupportedImageModeError,
 )
+from app.engine.images.jpeg_structure import JpegHeader, read_jpeg_header, starts_like_jpeg
 from app.engine.images.png import encode_png
 
 __all__ = [
@@ -56,6 +57,10 @@ _FORMAT_ALIASES = {"jpg": "jpeg"}
 
 _NOT_AN_IMAGE = (
     "the data is not an image in a format this service reads (PNG, JPEG, WebP, GIF, BMP, TIFF, ...)"
+)
+_NOT_A_READABLE_JPEG = (
+    "the data starts like a JPEG but is not a readable one: the file is corrupt or not an image; "
+    "send an intact image file"
 )
 
 # Modes Pillow itself converts to RGB faithfully, including CMYK, YCbCr, LAB and HSV.
@@ -149,18 +154,19 @@ def _open_without_pillow_limit(data: bytes) -> ImageFile.ImageFile:
         for name in [name for name in Image.ID if name not in tried]:
             tried.add(name)
             factory, accept = Image.OPEN[name]
-            accepted = True if accept is None else accept(prefix)
-            # A string means "this looks like the format, but its plugin is not installed".
-            if isinstance(accepted, str) or not accepted:
-                continue
-            stream.seek(0)
             try:
+                # Some checks unpack more bytes than a tiny upload holds, as Image.open tolerates.
+                accepted = True if accept is None else accept(prefix)
+                # A string means "this looks like the format, but its plugin is not installed".
+                if isinstance(accepted, str) or not accepted:
+                    continue
+                stream.seek(0)
                 return factory(stream, "")
             except (SyntaxError, IndexError, TypeError, struct.error):
                 continue  # not this format after all; Image.open moves on the same way
             except _PILLOW_ERRORS as error:
                 raise _as_image_error(error, data, name) from error
-    raise NotAnImageError(_NOT_AN_IMAGE)
+    raise _unrecognised_data_error(data)
 
 
 def _check_pixel_count(size: tuple[int, int], max_pixels: int) -> None:
@@ -184,11 +190,36 @@ def _as_image_error(error: BaseException, data: bytes, format_name: str) -> Imag
         return TooManyPixelsError(
             f"the image is too large to decode safely ({error}); send a smaller image"
         )
-    if _is_truncation(error, data):
-        return TruncatedImageError(
-            f"the {format_name} data ends before the image does; send the complete file"
-        )
+    if _is_truncation(error, data) or _jpeg_header_ends_early(data):
+        return _truncation_error(data, format_name)
     return NotAnImageError(f"the {format_name} data is damaged and cannot be decoded ({error})")
+
+
+def _jpeg_header_ends_early(data: bytes) -> bool:
+    """A JPEG cut between two header segments fails in Pillow with no mention of truncation."""
+    return starts_like_jpeg(data) and read_jpeg_header(data) is JpegHeader.ENDS_EARLY
+
+
+def _unrecognised_data_error(data: bytes) -> ImageError:
+    """No format opened the data; a JPEG cut inside its header is refused that way too."""
+    if _jpeg_header_ends_early(data):
+        return _truncated_error("JPEG")
+    if starts_like_jpeg(data):
+        return NotAnImageError(_NOT_A_READABLE_JPEG)
+    return NotAnImageError(_NOT_AN_IMAGE)
+
+
+def _truncation_error(data: bytes, format_name: str) -> ImageError:
+    """Pillow reports bytes that merely start like a JPEG as truncated too; those are no JPEG."""
+    if starts_like_jpeg(data) and read_jpeg_header(data) is JpegHeader.BROKEN:
+        return NotAnImageError(_NOT_A_READABLE_JPEG)
+    return _truncated_error(format_name)
+
+
+def _truncated_error(format_name: str) -> TruncatedImageError:
+    return TruncatedImageError(
+        f"the {format_name} data ends before the image does; send the complete file"
+    )
 
 
 def _is_truncation(error: BaseException, data: bytes) -> bool:

@@ -174,6 +174,31 @@ def test_truncated_file(file_format: str, params: dict[str, Any], name: str) -> 
     assert caught.value.code == "truncated_image"
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_random_bytes_after_a_jpeg_signature_are_not_a_readable_jpeg(seed: int) -> None:
+    noise = np.random.default_rng(seed).bytes(2000)
+
+    with pytest.raises(NotAnImageError) as caught:
+        decode_image(b"\xff\xd8\xff" + noise)
+    assert str(caught.value).startswith("the data starts like a JPEG but is not a readable one")
+    assert "corrupt or not an image" in str(caught.value)
+
+
+@pytest.mark.parametrize("kept", [0.1, 0.3, 0.5, 0.9])
+def test_a_cut_jpeg_still_ends_before_the_image_does(kept: float) -> None:
+    data = _encoded(Image.fromarray(_random_rgb(64, 64)), "JPEG", quality=90)
+
+    with pytest.raises(TruncatedImageError, match="JPEG data ends before the image does"):
+        decode_image(data[: int(len(data) * kept)])
+
+
+def test_tiny_data_is_not_an_image() -> None:
+    with pytest.raises(NotAnImageError, match="not a readable one"):
+        decode_image(b"\xff\xd8\xff")
+    with pytest.raises(NotAnImageError, match=r"PNG, JPEG"):
+        decode_image(b"abc")
+
+
 def test_damaged_pixel_data_is_not_an_image() -> None:
     data = bytearray(_encoded(Image.fromarray(_random_rgb(64, 64)), "PNG"))
     start = data.index(b"IDAT") + 200
