@@ -338,9 +338,22 @@ def test_a_killed_replica_is_replaced_and_requests_end_well(
     assert [a.status_code for a in after] == [200] * 16
 
 
+def scaling_report() -> str:
+    """What Serve and Ray say of the deployment, for a failed scaling assertion."""
+    deployment = serve.status().applications[APP].deployments[APP]
+    return (
+        f"replicas {replica_counts(APP)}, status {deployment.status}: {deployment.message!r}, "
+        f"free {ray.available_resources()}"
+    )
+
+
 def test_autoscaling_adds_a_replica_under_load_and_removes_it_when_idle(
     cluster: LocalRay, record_property: Any
 ) -> None:
+    # A fresh application, not an update of the one the failover test killed a replica of: the
+    # update kept that application's autoscaling state, and once (CI, 2026-11-26) no second
+    # replica came in 90 s under a load of 125 requests/s.
+    serve.delete(APP)
     deploy(
         cluster,
         min_replicas=1,
@@ -373,9 +386,9 @@ def test_autoscaling_adds_a_replica_under_load_and_removes_it_when_idle(
             await asyncio.gather(*(worker() for _ in range(8)))
         return sent, seen
 
-    sent, seen = asyncio.run(load_until_scaled(90))
+    sent, seen = asyncio.run(load_until_scaled(120))
     record_property("autoscaling_requests_until_two_replicas", sent)
-    assert len(seen) == 2, f"one replica only after {sent} requests"
+    assert len(seen) == 2, f"one replica only after {sent} requests; {scaling_report()}"
     started = time.monotonic()
     wait_for_replicas(1, 60)
     record_property("autoscaling_seconds_to_scale_down", round(time.monotonic() - started, 1))
