@@ -6,8 +6,8 @@ model label onto a task label of the same name when their types are compatible. 
 builds that document from a model's labels: the class index is the label id, repeated names
 (ImageNet has two "crane" classes) get their index appended, and the label type is the one
 shape type the function returns, or ``unknown`` (compatible with every non-skeleton task label)
-when it returns several. The handler in ``deploy/cvat/camserve/main.py`` reads the same spec to
-name the classes camserve explains.
+when it returns several. The function in ``deploy/cvat/camserve/`` reads the same spec
+(``label_spec.py``) to name the classes camserve explains.
 
 A detector's function returns the detector's own boxes as ``rectangle`` shapes, a segmenter's
 its predicted masks as ``mask`` shapes (``DENSE_SHAPES``); their spec leaves out class 0, the

@@ -82,7 +82,10 @@ class Event:
 
 @pytest.fixture(scope="module")
 def function() -> Iterator[ModuleType]:
-    """``main.py`` imported from its file, as nuclio does."""
+    """``main.py`` imported from its file with its folder on the import path, as nuclio does,
+    so that its sibling modules import too; all of them are forgotten afterwards."""
+    siblings = {path.stem for path in FUNCTION_DIR.glob("*.py")} - {"main"}
+    sys.path.insert(0, str(FUNCTION_DIR))
     spec = importlib.util.spec_from_file_location(
         "camserve_cvat_function", FUNCTION_DIR / "main.py"
     )
@@ -90,9 +93,18 @@ def function() -> Iterator[ModuleType]:
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        for name in [spec.name, *siblings]:
+            sys.modules.pop(name, None)
+        sys.path.remove(str(FUNCTION_DIR))
+
+
+def function_module(name: str) -> ModuleType:
+    """One of ``main.py``'s sibling modules, once the ``function`` fixture has imported it."""
+    return sys.modules[name]
 
 
 @pytest.fixture(scope="module")
@@ -298,11 +310,12 @@ def test_only_the_configured_shapes_come_back(detector: Detector, server: LiveSe
     assert {shape["type"] for shape in shapes} == {"rectangle"}
 
 
-def test_camserve_answers_the_functions_own_query_without_images(
-    function: ModuleType, server: LiveServer
-) -> None:
-    config = function.Config(url=server.base_url, model="tiny", api_key=API_KEY, top_k=2)
-    answer = function.explain(config, IMAGE)
+@pytest.mark.usefixtures("function")
+def test_camserve_answers_the_functions_own_query_without_images(server: LiveServer) -> None:
+    config = function_module("function_config").Config(
+        url=server.base_url, model="tiny", api_key=API_KEY, top_k=2
+    )
+    answer = function_module("camserve_call").explain(config, IMAGE)
     assert len(answer["explanations"]) == 2
     for explained in answer["explanations"]:
         assert not {"overlay", "heatmap", "raw_map"} & set(explained), set(explained)
@@ -450,20 +463,21 @@ def test_a_camserve_that_never_answers_is_a_gateway_timeout(detector: Detector) 
         ({"URL": "http://x", "TIMEOUT_S": "soon"}, "CAMSERVE_TIMEOUT_S"),
     ],
 )
-def test_bad_settings_stop_the_function_at_start(
-    function: ModuleType, settings: dict[str, str], words: str
-) -> None:
+@pytest.mark.usefixtures("function")
+def test_bad_settings_stop_the_function_at_start(settings: dict[str, str], words: str) -> None:
     env = {f"CAMSERVE_{name}": value for name, value in settings.items()}
     with pytest.raises(ValueError, match=words):
-        function.Config.from_env(env)
+        function_module("function_config").Config.from_env(env)
 
 
-def test_the_mask_encoding_is_the_tight_crop_and_its_inclusive_box(function: ModuleType) -> None:
+@pytest.mark.usefixtures("function")
+def test_the_mask_encoding_is_the_tight_crop_and_its_inclusive_box() -> None:
     mask = np.zeros((9, 12), dtype=bool)
     mask[2:6, 3] = True  # a vertical bar and a separate dot: one mask, two parts
     mask[7, 10] = True
-    encoded = function.cvat_mask(mask)
+    cvat_mask = function_module("cvat_masks").cvat_mask
+    encoded = cvat_mask(mask)
     assert encoded[-4:] == [3, 2, 10, 7]
     assert len(encoded) == 4 + (10 - 3 + 1) * (7 - 2 + 1)
     assert np.array_equal(decode_cvat_mask(encoded, 12, 9), mask)
-    assert function.cvat_mask(np.zeros((4, 4), dtype=bool)) is None
+    assert cvat_mask(np.zeros((4, 4), dtype=bool)) is None
