@@ -15,6 +15,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.api.unknown_parameters import (
+    is_unknown_query_parameter,
+    route_query_parameters,
+    unknown_parameters_message,
+)
 from app.engine import errors
 from app.labeling import task_images
 from app.serving import errors as service_errors
@@ -79,9 +84,17 @@ def camserve_error_response(error: errors.CamserveError) -> JSONResponse:
     return error_response(status, error.code, str(error), headers or None)
 
 
-async def _validation_error(_request: Request, error: Exception) -> JSONResponse:
+async def _validation_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
-    problems = [_problem(issue["loc"], issue["msg"]) for issue in error.errors()]
+    issues = list(error.errors())
+    unknown = [str(issue["loc"][1]) for issue in issues if is_unknown_query_parameter(issue)]
+    problems = [
+        _problem(issue["loc"], issue["msg"])
+        for issue in issues
+        if not is_unknown_query_parameter(issue)
+    ]
+    if unknown:
+        problems.append(unknown_parameters_message(unknown, route_query_parameters(request)))
     return error_response(422, "invalid_parameter", "; ".join(problems))
 
 

@@ -157,6 +157,41 @@ def test_invalid_parameter_is_422(
     assert_still_serving(client)
 
 
+@pytest.mark.parametrize("route", ["/v1/cam", "/v1/explain"])
+def test_a_misspelt_parameter_names_the_closest_one_and_every_parameter(
+    client: TestClient, route: str
+) -> None:
+    response = post_image(client, route, params={"model": "tiny", "metod": "gradcam"})
+    message = assert_error(response, 422, "invalid_parameter")
+
+    assert message.startswith("unknown parameter 'metod'; did you mean 'method'? "), message
+    assert "Extra inputs" not in message
+    listed = message.split("The parameters are: ")[1].split(", ")
+    assert listed[:4] == ["model", "method", "layer", "target"]
+    assert ("top_k" in listed) == (route == "/v1/explain")
+
+
+def test_every_unknown_parameter_is_named_and_other_problems_kept(client: TestClient) -> None:
+    query = {"model": "tiny", "topk": "2", "zzz": "1", "alpha": "3"}
+    message = assert_error(post_image(client, "/v1/explain", params=query), 422)
+
+    assert message.startswith("alpha: Input should be less than or equal to 1; "), message
+    assert "unknown parameter 'topk'; did you mean 'top_k'?" in message
+    assert "unknown parameter 'zzz'. The parameters are: model, method," in message
+    assert message.count("The parameters are: ") == 1
+
+
+def test_a_misspelt_parameter_on_the_kserve_route_lists_its_parameters(
+    client: TestClient,
+) -> None:
+    response = client.post(
+        "/v1/models/tiny:explain", params={"top_kk": "2"}, json={"instances": []}
+    )
+    message = assert_error(response, 422, "invalid_parameter")
+
+    assert message.startswith("unknown parameter 'top_kk'; did you mean 'top_k'? "), message
+
+
 @pytest.mark.parametrize("target", ["²", "¹⁰", "-³"], ids=["sup-2", "sup-10", "minus-sup-3"])
 def test_target_with_superscript_digits_is_422_not_500(client: TestClient, target: str) -> None:
     response = post_image(client, params={"model": "tiny", "target": target})
