@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import ServiceDep
-from app.api.schemas import ModelInfo, ModelsResponse
+from app.api.model_schemas import ModelInfo, ModelsResponse
 
 __all__ = ["router"]
 

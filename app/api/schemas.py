@@ -35,8 +35,6 @@ __all__ = [
     "ExplainedClass",
     "Health",
     "ImageFormat",
-    "ModelInfo",
-    "ModelsResponse",
     "Prediction",
     "Readiness",
     "RegionBox",
@@ -352,33 +350,6 @@ class ExplainResponse(BaseModel):
     )
     explanations: list[ExplainedClass]
     timings: Timings
-
-
-class ModelInfo(BaseModel):
-    """A served model as ``GET /v1/models`` describes it, read from its ``ServedModel``."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    name: str
-    architecture: str
-    task: Literal["classification", "detection", "segmentation"] = "classification"
-    description: str
-    weights: str
-    num_classes: int
-    labels: list[str]
-    default_layer: str = Field(validation_alias="layer")
-    default_method: str = Field(
-        validation_alias="method", description="The method of a request that names none."
-    )
-    candidate_layers: list[str]
-    methods: list[str]
-    input_size: tuple[int, int]
-    device: str
-
-
-class ModelsResponse(BaseModel):
-    models: list[ModelInfo]
-    failed: dict[str, str] = Field(description="Models that could not be loaded, with why.")
 
 
 class Health(BaseModel):

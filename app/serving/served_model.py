@@ -32,6 +32,9 @@ class ServedModel:
     task: Task = "classification"
     methods: list[str] = field(default_factory=lambda: list(METHODS))
     """The methods this model can be explained with."""
+    cam_layers: list[str] = field(default_factory=list)
+    """The layers (default and candidates) at which CAM answers (``cam_layers.py``); none for
+    a detector or a segmenter, which CAM does not explain."""
 
     @property
     def num_classes(self) -> int:

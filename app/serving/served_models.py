@@ -23,6 +23,7 @@ from app.engine.fusion import FUSED_LAYER, default_layer
 from app.engine.methods import DEFAULT_METHOD, get_method
 from app.engine.models.manifest import ModelSpec, load_manifests
 from app.engine.models.registry import LoadedModel, load_model
+from app.serving.cam_layers import cam_layers
 from app.serving.dense_models import load_dense_explainer
 from app.serving.errors import NotReadyError
 from app.serving.served_model import ServedModel
@@ -181,20 +182,23 @@ def load_classifier(
     )
     warm_up(engine)
     fused = [FUSED_LAYER] if engine.fusion_layers else []
+    candidates = [*fused, *engine.candidate_layers]
+    layer = default_layer(engine.layer, engine.fusion_layers)
     served = ServedModel(
         name=spec.name,
         architecture=spec.architecture,
         weights=loaded.weights,
         description=spec.description,
-        layer=default_layer(engine.layer, engine.fusion_layers),
+        layer=layer,
         method=method,
-        candidate_layers=[*fused, *engine.candidate_layers],
+        candidate_layers=candidates,
         layer_names=frozenset(
             [*fused, *(name for name, _ in engine.model.named_modules() if name)]
         ),
         labels=list(loaded.labels),
         input_size=engine.preprocessing.input_size,
         device=str(engine.device),
+        cam_layers=cam_layers(engine, [*candidates, layer]),
     )
     return engine, served
 

@@ -91,6 +91,7 @@ def test_models_lists_each_task_with_its_layers_and_methods(client: TestClient) 
     assert boxes["num_classes"] == regions["num_classes"] == len(DENSE_LABELS)
     assert "cam" not in boxes["methods"]
     assert "scorecam" not in regions["methods"]
+    assert boxes["cam_layers"] == regions["cam_layers"] == [], "CAM is for classifiers"
     assert boxes["default_method"] == "gradcam"
     assert regions["default_layer"] == "backbone.layer4"
 

@@ -31,6 +31,7 @@ MODEL_FIELDS = {
     "default_method",
     "candidate_layers",
     "methods",
+    "cam_layers",
     "input_size",
     "device",
 }
@@ -93,6 +94,26 @@ def test_candidate_layers_are_in_execution_order_and_include_the_default(
     assert "fc" not in candidates  # no spatial output
     assert "avgpool" not in candidates  # 1×1: no spatial information
     assert len(candidates) == len(set(candidates))
+
+
+def test_cam_layers_are_exactly_where_a_cam_request_answers(
+    client: TestClient, listing: dict[str, Any]
+) -> None:
+    tiny, mini = model(listing, "tiny"), model(listing, "mini")
+    assert tiny["cam_layers"] == ["layer4.1", "layer4"], "resnet18: the map the head pools"
+    assert mini["cam_layers"] == [], "mobilenet_v3_small: two linear layers after the pooling"
+    answers = {
+        layer: post_image(client, params={"model": "tiny", "method": "cam", "layer": layer})
+        for layer in tiny["candidate_layers"]
+    }
+    answered = [layer for layer, answer in answers.items() if answer.status_code == 200]
+    assert answered == tiny["cam_layers"]
+    for layer, answer in answers.items():
+        if layer not in answered:
+            message = assert_error(answer, 422, "method_not_applicable")
+            assert "CAM needs the target layer to feed global average pooling" in message
+    refused = post_image(client, params={"model": "mini", "method": "cam"})
+    assert_error(refused, 422, "method_not_applicable")
 
 
 def test_mini_model_fields(listing: dict[str, Any]) -> None:

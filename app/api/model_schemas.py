@@ -1,0 +1,41 @@
+"""The body of ``GET /v1/models``: what each served model offers, and the models that failed."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ModelInfo", "ModelsResponse"]
+
+
+class ModelInfo(BaseModel):
+    """A served model as ``GET /v1/models`` describes it, read from its ``ServedModel``."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str
+    architecture: str
+    task: Literal["classification", "detection", "segmentation"] = "classification"
+    description: str
+    weights: str
+    num_classes: int
+    labels: list[str]
+    default_layer: str = Field(validation_alias="layer")
+    default_method: str = Field(
+        validation_alias="method", description="The method of a request that names none."
+    )
+    candidate_layers: list[str]
+    methods: list[str]
+    cam_layers: list[str] = Field(
+        description="The layers at which `cam` answers: those that feed global average pooling "
+        "and the linear classifier (on any other layer a request for `cam` gets a 422); empty "
+        "for a detector or a segmenter."
+    )
+    input_size: tuple[int, int]
+    device: str
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo]
+    failed: dict[str, str] = Field(description="Models that could not be loaded, with why.")
