@@ -2,8 +2,9 @@
 
 400 bad image or refused image reference · 401 missing/wrong key · 404 unknown model ·
 413 too large · 415 unsupported type · 422 invalid parameter · 429 queue full (with Retry-After) ·
-502 an image's source failed · 503 loading or shutting down · 504 deadline passed or an image's
-source too slow · 500 only for real faults (generic message, traceback in the log).
+502 an image's source failed · 503 loading or shutting down (with Retry-After), or a model that
+failed to load (without) · 504 deadline passed or an image's source too slow · 500 only for real
+faults (generic message, traceback in the log).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.CamserveError], int], ...] = (
     (errors.ExplanationError, 422),
     (service_errors.QueueFullError, 429),
     (service_errors.NotReadyError, 503),
+    (service_errors.ModelUnavailableError, 503),
     (service_errors.ShuttingDownError, 503),
     (service_errors.DeadlineExceededError, 504),
     (task_images.ImageReferenceRefusedError, 400),

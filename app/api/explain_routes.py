@@ -65,7 +65,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         415: "Unsupported content type or image mode",
         422: "Invalid parameter",
         429: "Queue full (see Retry-After)",
-        503: "Models loading, or shutting down",
+        503: "Models loading or shutting down (with Retry-After), or the model failed to load "
+        "(model_unavailable)",
         504: "Deadline passed",
     }.items()
 }

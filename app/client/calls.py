@@ -65,7 +65,7 @@ def error_of(response: httpx.Response) -> CamserveError:
 def wait_after(state: RetryState, response: httpx.Response, error: CamserveError) -> float | None:
     """Seconds to wait before sending again after an error answer; None: raise ``error``."""
     return state.after_answer(
-        response.status_code, error.from_camserve, response.headers.get("retry-after")
+        response.status_code, error.from_camserve, response.headers.get("retry-after"), error.code
     )
 
 

@@ -80,7 +80,7 @@ class QueueFullError(CamserveError):
 
 class UnavailableError(CamserveError):
     """503: models still loading, shutting down, or a proxy's full queue, for as long as the
-    retry policy waited."""
+    retry policy waited; or at once, a model that failed to load (``model_unavailable``)."""
 
 
 class DeadlineExceededError(CamserveError):

@@ -9,8 +9,8 @@ An explanation has no side effects, so sending it again is always safe. The poli
   whose replica was lost, ``proxy_retries`` times (once by default);
 - a connection that failed or dropped without an answer, ``connection_retries`` times.
 
-camserve's own errors (every 4xx, a JSON 500) are never retried: the same request would fail
-the same way.
+camserve's own errors (every 4xx, a JSON 500, and the 503 ``model_unavailable`` of a model that
+failed to load) are never retried: the same request would fail the same way.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ __all__ = ["RetryPolicy", "RetryState", "retry_after_seconds"]
 
 BUSY = frozenset({429, 503})
 """Statuses that mean "later": waited out as ``Retry-After`` says."""
+LASTING_CODES = frozenset({"model_unavailable"})
+"""camserve's codes, under a busy status, for a state that no wait ends."""
 LOST_REPLICA = frozenset({408, 500})
 """A proxy's statuses for a request whose replica died or never answered."""
 JITTER = 0.2
@@ -79,9 +81,11 @@ class RetryState:
     jitter: random.Random = field(default_factory=random.Random)
 
     def after_answer(
-        self, status: int, from_camserve: bool, retry_after: str | None
+        self, status: int, from_camserve: bool, retry_after: str | None, code: str = ""
     ) -> float | None:
         """Seconds to wait before sending again after an error answer; None: give up."""
+        if from_camserve and code in LASTING_CODES:
+            return None
         if status in BUSY:
             if self.sends >= self.policy.max_attempts:
                 return None

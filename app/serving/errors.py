@@ -10,6 +10,7 @@ see them; the engine itself never raises one. The HTTP layer maps each to its st
     ├── UnsupportedMediaTypeError  415  the request's content type is not an image
     ├── QueueFullError             429  the bounded queue is full (retry later)
     ├── NotReadyError              503  models are still loading
+    ├── ModelUnavailableError      503  the model has a manifest but failed to load
     ├── ShuttingDownError          503  the service is draining for shutdown
     └── DeadlineExceededError      504  the request's deadline passed
 """
@@ -21,6 +22,7 @@ from app.engine.errors import ServiceError
 __all__ = [
     "BasicAuthError",
     "DeadlineExceededError",
+    "ModelUnavailableError",
     "NotReadyError",
     "PayloadTooLargeError",
     "QueueFullError",
@@ -58,6 +60,12 @@ class QueueFullError(ServiceError):
 
 class NotReadyError(ServiceError):
     code = "not_ready"
+
+
+class ModelUnavailableError(ServiceError):
+    """A model this server was configured with, whose load failed: no wait brings it back."""
+
+    code = "model_unavailable"
 
 
 class ShuttingDownError(ServiceError):

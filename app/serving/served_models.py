@@ -25,7 +25,7 @@ from app.engine.models.manifest import ModelSpec, load_manifests
 from app.engine.models.registry import LoadedModel, load_model
 from app.serving.cam_layers import cam_layers
 from app.serving.dense_models import load_dense_explainer
-from app.serving.errors import NotReadyError
+from app.serving.errors import ModelUnavailableError, NotReadyError
 from app.serving.served_model import ServedModel
 from app.serving.worker import Explainer, warm_up
 
@@ -153,18 +153,22 @@ class ModelHub:
         """The served model ``name`` (default: the configured or first one)."""
         if not self.finished.is_set():
             raise NotReadyError("models are still loading; retry shortly")
-        with self._lock:
-            models, failures = dict(self.models), dict(self.failures)
+        snapshot = self.snapshot()
+        models = {model.name: model for model in snapshot.models}
         if name is None:
             name = self.settings.default_model or next(iter(models), None)
             if name is None:
                 raise NotReadyError("no model could be loaded; see /readyz")
         model = models.get(name)
-        if model is None:
-            known = ", ".join(models) or "none"
-            detail = f" ({failures[name]})" if name in failures else ""
-            raise UnknownModelError(f"unknown model {name!r}{detail}; served models: {known}")
-        return model
+        if model is not None:
+            return model
+        known = ", ".join(models) or "none"
+        if snapshot.states.get(name) is LoadState.FAILED:
+            reason = snapshot.failures[name].removeprefix(f"model {name!r}: ")
+            raise ModelUnavailableError(
+                f"model {name!r} is configured but failed to load: {reason}; served models: {known}"
+            )
+        raise UnknownModelError(f"unknown model {name!r}; served models: {known}")
 
 
 def load_classifier(

@@ -150,10 +150,23 @@ def test_the_other_models_serve(client: TestClient) -> None:
         assert response.headers["x-camserve-model"] == name
 
 
-def test_the_failed_model_answers_404_with_its_reason(client: TestClient) -> None:
-    message = assert_error(post_image(client, params={"model": "broken"}), 404, "unknown_model")
+@pytest.mark.parametrize("route", ["/v1/cam", "/v1/explain"])
+def test_the_failed_model_answers_503_with_the_reason_models_lists(
+    client: TestClient, listing: dict[str, Any], route: str
+) -> None:
+    response = post_image(client, route, params={"model": "broken"})
+    message = assert_error(response, 503, "model_unavailable")
+    reason = listing["failed"]["broken"].removeprefix("model 'broken': ")
+    assert "missing-checkpoint.pt" in reason
+    assert message == (
+        f"model 'broken' is configured but failed to load: {reason}; served models: mini, tiny"
+    )
+    assert "retry-after" not in response.headers  # no wait brings it back
+
+
+def test_the_failed_models_kserve_readiness_is_503_with_the_reason(client: TestClient) -> None:
+    message = assert_error(client.get("/v1/models/broken"), 503, "model_unavailable")
     assert "missing-checkpoint.pt" in message
-    assert "tiny" in message  # lists the served models
 
 
 def test_unknown_model_is_404_listing_the_served_models(client: TestClient) -> None:

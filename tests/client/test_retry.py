@@ -94,6 +94,7 @@ def test_a_proxys_408_is_sent_again_once() -> None:
         camserve_error(422, "invalid_parameter"),
         camserve_error(404, "unknown_model"),
         camserve_error(504, "deadline_exceeded"),
+        camserve_error(503, "model_unavailable"),
     ],
 )
 def test_camserves_own_errors_are_never_retried(answer: httpx.Response) -> None:
@@ -225,6 +226,13 @@ def test_retry_state_counts_sends_and_waits() -> None:
     assert state.after_answer(503, False, None) is None  # two sends made
     assert state.after_answer(400, True, None) is None
     assert state.after_answer(500, True, None) is None  # camserve's own 500
+
+
+def test_a_model_that_failed_to_load_is_not_waited_for() -> None:
+    state = RetryState(RetryPolicy())
+    assert state.after_answer(503, True, None, "model_unavailable") is None
+    assert state.after_answer(503, True, "5", "not_ready") is not None
+    assert state.after_answer(503, False, None, "model_unavailable") is not None  # a proxy's
 
 
 def test_other_statuses_without_camserves_json_are_raised_with_their_text() -> None:

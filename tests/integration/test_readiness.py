@@ -70,8 +70,8 @@ def test_alive_at_once_ready_after_warm_up_and_a_broken_model_is_reported(
         assert served.status_code == 200, served.text
         assert png_size(served.content) == (80, 60)
         refused = _cam(server.url("/v1/cam"), "broken")
-        assert refused.status_code == 404, refused.text
-        assert refused.json()["error"]["code"] == "unknown_model"
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"]["code"] == "model_unavailable"
 
 
 def _cam(url: str, model: str) -> httpx.Response:

@@ -15,6 +15,7 @@ STATUS_BY_ERROR = {
     service_errors.UnsupportedMediaTypeError: 415,
     service_errors.QueueFullError: 429,
     service_errors.NotReadyError: 503,
+    service_errors.ModelUnavailableError: 503,
     service_errors.ShuttingDownError: 503,
     service_errors.DeadlineExceededError: 504,
 }

@@ -8,7 +8,7 @@ import pytest
 
 from app.config import Settings
 from app.engine.errors import InvalidTargetError, ManifestError, UnknownModelError
-from app.serving.errors import NotReadyError
+from app.serving.errors import ModelUnavailableError, NotReadyError
 from app.serving.served_models import LoadState, ModelHub, find_spec, select_specs
 
 
@@ -89,8 +89,14 @@ def test_get_explains_an_unknown_or_failed_model(tmp_path: Path) -> None:
     with pytest.raises(UnknownModelError) as unknown:
         hub.get("nope")
     assert str(unknown.value) == "unknown model 'nope'; served models: a, b"
-    with pytest.raises(UnknownModelError, match=r"missing\.pt.*served models: a, b"):
+    with pytest.raises(ModelUnavailableError) as unavailable:
         hub.get("broken")
+    assert not isinstance(unavailable.value, UnknownModelError)
+    reason = hub.failures["broken"].removeprefix("model 'broken': ")
+    assert "missing.pt" in reason
+    assert str(unavailable.value) == (
+        f"model 'broken' is configured but failed to load: {reason}; served models: a, b"
+    )
 
 
 def test_a_snapshot_is_a_copy(tmp_path: Path) -> None:
