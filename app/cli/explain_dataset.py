@@ -1,10 +1,11 @@
-"""``camserve explain-dataset``: a whole dataset explained on Ray Data into Parquet rows."""
+"""``camserve explain-dataset``: a whole dataset explained into Parquet rows, in this process or
+on Ray Data, with camserve's own progress report."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,14 +23,19 @@ from app.cli.common import (
     console,
     fail,
 )
+from app.client.progress import ProgressReport
 from app.config import DEFAULT_MODELS_DIR
 from app.dataset.explained import ExplainOptions
+from app.dataset.run_place import IN_PROCESS_BELOW, RunPlace
 from app.engine.detection_maps import DEFAULT_MAX_DETECTIONS, DEFAULT_SCORE_THRESHOLD
 from app.engine.errors import CamserveError
 from app.engine.fusion import FUSED_LAYER
 from app.engine.images.regions import parse_threshold
 from app.engine.models.manifest import ModelSpec
 from app.serving.served_models import find_spec, first_loadable
+
+if TYPE_CHECKING:
+    from app.dataset.job import DatasetJob, DatasetSummary
 
 __all__ = ["explain_dataset_command"]
 
@@ -87,9 +93,21 @@ def explain_dataset_command(
     rows_per_batch: Annotated[
         int, typer.Option(min=1, help="Images per Ray Data batch handed to an actor.")
     ] = 64,
+    on_ray: Annotated[
+        bool | None,
+        typer.Option(
+            "--ray/--in-process",
+            help="Where the images are explained: on Ray, or in this process with one engine "
+            f"(as `camserve explain`). Default: in this process below {IN_PROCESS_BELOW} images "
+            "to explain, else on Ray; --address or --actors mean Ray.",
+            show_default=False,
+        ),
+    ] = None,
     actors: Annotated[
         int | None,
-        typer.Option(min=1, help="Engines at once (default: one per GPU, else one per CPU)."),
+        typer.Option(
+            min=1, help="Ray actors, engines at once (default: one per GPU, else one per CPU)."
+        ),
     ] = None,
     address: Annotated[
         str | None,
@@ -100,14 +118,19 @@ def explain_dataset_command(
     ] = 1024,
     device: DeviceOption = "auto",
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Ray's own log lines and progress bars too.")
+    ] = False,
 ) -> None:
-    """Explain every image of INPUT on Ray Data; write one Parquet row per (image, explained
-    class or detection, method) to OUTPUT, as it goes.
+    """Explain every image of INPUT, in this process or on Ray Data; write one Parquet row per
+    (image, explained class or detection, method) to OUTPUT, as it goes.
 
-    A rerun skips the images OUTPUT already holds. Images that cannot be read become rows with
-    an error (listed at the end); they do not fail the run."""
-    from app.dataset.job import DatasetJob, explain_dataset  # noqa: PLC0415 (Ray loads slowly)
-    from app.dataset.rows import RowOptions  # noqa: PLC0415 (pyarrow: the dataset extra)
+    Progress on stderr: done/total, images/s and the time left (one line redrawn on a
+    terminal, else a line every tenth or 30 s), then a summary. A rerun skips the images OUTPUT
+    already holds. Images that cannot be read become rows with an error (listed at the end);
+    they do not fail the run."""
+    from app.dataset.job import DatasetJob  # noqa: PLC0415 (pyarrow: the dataset extra)
+    from app.dataset.rows import RowOptions  # noqa: PLC0415
 
     methods = tuple(dict.fromkeys(n.strip() for n in (method or "").split(",") if n.strip()))
     try:
@@ -139,20 +162,40 @@ def explain_dataset_command(
             address=address,
             object_store_bytes=object_store_mb * MEBIBYTE,
             rows_per_batch=rows_per_batch,
+            place=RunPlace.AUTO if on_ray is None else RunPlace.RAY if on_ray else RunPlace.HERE,
+            ray_logs=verbose,
         )
-        summary = explain_dataset(job)
+        summary = _run_with_progress(job)
     except CamserveError as error:
         raise fail(str(error)) from error
-    for aside in summary.set_aside:
-        console.print(f"[yellow]set aside[/] half-written {aside}", highlight=False, soft_wrap=True)
     for image_id, reason in sorted(summary.failures.items()):
         console.print(f"[yellow]failed[/] {image_id}: {reason}", highlight=False, soft_wrap=True)
     console.print(
-        f"{summary.images} images ({len(summary.failures)} failed) in {summary.seconds:.1f} s, "
-        f"{summary.images_per_s:.2f} images/s; {summary.already_written} already in {output}",
+        f"{summary.images} images ({len(summary.failures)} failed), {summary.rows} rows in "
+        f"{summary.seconds:.1f} s, {summary.images_per_s:.2f} images/s; "
+        f"{summary.already_written} already in {output}",
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _run_with_progress(job: DatasetJob) -> DatasetSummary:
+    """Plan the job, say where it runs, and run it under camserve's own progress report."""
+    from app.dataset.job import plan_dataset, run_plan  # noqa: PLC0415
+
+    plan = plan_dataset(job)
+    for aside in plan.set_aside:
+        console.print(f"[yellow]set aside[/] half-written {aside}", highlight=False, soft_wrap=True)
+    if not plan.todo:
+        return run_plan(plan)
+    where = "on Ray" if plan.where.on_ray else "in this process"
+    console.print(
+        f"{len(plan.todo)} images to explain {where} ({plan.where.reason})",
+        highlight=False,
+        soft_wrap=True,
+    )
+    with ProgressReport(len(plan.todo), description="explaining") as report:
+        return run_plan(plan, report.advance)
 
 
 def _spec(

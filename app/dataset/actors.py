@@ -15,8 +15,8 @@ with an ``error``: they never fail the job.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -36,8 +36,11 @@ from app.engine.models.manifest import ModelSpec
 
 __all__ = ["WRITTEN_SCHEMA", "EngineSetup", "Explainer", "load_image"]
 
-WRITTEN_SCHEMA = pa.schema([("image_id", pa.string()), ("error", pa.string())])
-"""What an actor gives back per image: its id, and why it failed (null where it did not)."""
+WRITTEN_SCHEMA = pa.schema(
+    [("image_id", pa.string()), ("error", pa.string()), ("rows", pa.int32())]
+)
+"""What an actor gives back per image: its id, why it failed (null where it did not), and how
+many rows it wrote for it."""
 READ_AHEAD = 8
 """Images read and decoded ahead of the one the engine takes next, at most."""
 
@@ -74,7 +77,10 @@ class Explainer:
     """A Ray Data actor: one model (a classifier, explained with the same pipeline as
     ``camserve explain``, or a detector), explaining batches of images."""
 
-    def __init__(self, setup: EngineSetup) -> None:
+    def __init__(self, setup: EngineSetup, on_images: Callable[[int], None] | None = None) -> None:
+        """``on_images``: told how many more images are done after each engine call (in this
+        process only: an actor inside Ray has none)."""
+        self.on_images = on_images
         if setup.torch_threads is not None:
             torch.set_num_threads(setup.torch_threads)
         self.model = load_explainer(setup.spec, setup.options, setup.device)
@@ -92,13 +98,32 @@ class Explainer:
             batch.column("image_id").to_pylist(), batch.column("path").to_pylist(), strict=True
         )
         rows: list[dict[str, Any]] = []
+        reported = 0
         for chunk in self._decoded_chunks(images, rows):
             rows += self._explain(chunk)
+            reported = self._report(rows, reported)
+        self._report(rows, reported)
         write_rows(self.output, rows_table(rows))
-        outcomes = {row["image_id"]: row.get("error") for row in rows}
+        errors = {row["image_id"]: row.get("error") for row in rows}
+        counts = Counter(row["image_id"] for row in rows)
         return pa.Table.from_pydict(
-            {"image_id": list(outcomes), "error": list(outcomes.values())}, schema=WRITTEN_SCHEMA
+            {
+                "image_id": list(errors),
+                "error": list(errors.values()),
+                "rows": [counts[image_id] for image_id in errors],
+            },
+            schema=WRITTEN_SCHEMA,
         )
+
+    def _report(self, rows: list[dict[str, Any]], reported: int) -> int:
+        """Tell ``on_images`` of the images in ``rows`` beyond the ``reported`` first ones;
+        how many are reported now."""
+        if self.on_images is None:
+            return reported
+        handled = len({row["image_id"] for row in rows})
+        if handled > reported:
+            self.on_images(handled - reported)
+        return handled
 
     def _decoded_chunks(
         self, images: Iterator[tuple[str, str]], errors: list[dict[str, Any]]

@@ -1,45 +1,46 @@
-"""``explain_dataset``: a whole dataset explained on Ray Data, written to Parquet as it goes.
+"""``explain_dataset``: a whole dataset explained into Parquet rows as it goes, in this
+process or on Ray Data.
 
-The pipeline: the image list (minus the images the output already holds) → ``map_batches``
-over a pool of actors, each holding one ``CamEngine`` (one per GPU with ``num_gpus=1``; on CPUs
-one per CPU slot, with one torch thread each; ``app.dataset.actor_pool`` sizes the pool),
-reading and decoding its own images, and writing each block's rows as a Parquet file while the
-rest is still being explained. Ray Data shows its own progress bar.
+``plan_dataset`` lists the images, leaves out those the output already holds (setting aside
+files a stopped run left half-written) and chooses where the rest run (``app.dataset.run_place``:
+a small job here, a large one on Ray); ``run_plan`` runs them, in this process
+(``app.dataset.in_process``) or on Ray Data (``app.dataset.ray_pipeline``), telling its caller
+of the images done as it goes. Both write the same rows (the same ``Explainer``), a Parquet file
+per batch.
 
-Without an address a local Ray is started on 127.0.0.1 (its object store capped) and stopped
-afterwards; with one, the job joins that cluster; in a process already connected to Ray, that
-connection is used.
+On Ray without an address a local Ray is started on 127.0.0.1 (its object store capped) and
+stopped afterwards; with one, the job joins that cluster; in a process already connected to
+Ray, that connection is used (``app.dataset.ray_session``, which also keeps Ray's own logs and
+progress bars off the terminal unless ``ray_logs``). Ray is imported only for a job that runs
+on it.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import ray
-import torch
 
-from app.dataset.actor_pool import plan_pool
-from app.dataset.actors import WRITTEN_SCHEMA, EngineSetup, Explainer
 from app.dataset.explained import ExplainOptions
 from app.dataset.inputs import ImageRef, filesystem_of, list_images
 from app.dataset.model_explainer import check_dataset_options
 from app.dataset.output_files import written_images
 from app.dataset.rows import RowOptions
+from app.dataset.run_place import RunPlace, Where, choose_where
 from app.engine.models.manifest import ModelSpec
 
-__all__ = ["DatasetJob", "DatasetSummary", "explain_dataset"]
+__all__ = [
+    "DatasetJob",
+    "DatasetPlan",
+    "DatasetSummary",
+    "explain_dataset",
+    "plan_dataset",
+    "run_plan",
+]
 
 DEFAULT_OBJECT_STORE_BYTES = 1 << 30
-LOCAL_RAY_ENVIRONMENT = {
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    "RAY_USAGE_STATS_ENABLED": "0",
-}
 
 
 @dataclass(frozen=True)
@@ -54,15 +55,37 @@ class DatasetJob:
     options: ExplainOptions = field(default_factory=lambda: ExplainOptions(methods=()))
     rows: RowOptions = field(default_factory=RowOptions)
     actors: int | None = None
-    """Engines at once (default: one per GPU, else one per CPU of the cluster)."""
+    """Ray actors, engines at once (default: one per GPU, else one per CPU of the cluster);
+    naming a number means Ray."""
     device: str = "auto"
     address: str | None = None
     """A Ray cluster to join (``ray://...`` or ``host:port``); ``None``: a local Ray."""
     object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES
     """The local Ray's object store (unused when joining a cluster)."""
     rows_per_batch: int = 64
-    """Images per ``map_batches`` batch handed to an actor (which feeds its engine
+    """Images per batch, and per Parquet file: a ``map_batches`` batch handed to an actor, or
+    the images this process explains before it writes them (the engine takes
     ``options.batch_size`` at a time)."""
+    place: RunPlace = RunPlace.AUTO
+    """In this process or on Ray (``app.dataset.run_place``)."""
+    ray_logs: bool = False
+    """Ray's own log lines and progress bars on the terminal (off: camserve's only)."""
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    """What a job has left to do, and where it runs."""
+
+    job: DatasetJob
+    todo: list[ImageRef]
+    """The images the output does not hold yet, in the input's order."""
+    already_written: int
+    set_aside: list[str]
+    """Half-written files of an earlier run, renamed out of the way (their images are in
+    ``todo``)."""
+    where: Where
+    started: float
+    """When planning began (``time.perf_counter``): the summary's time counts from here."""
 
 
 @dataclass
@@ -73,103 +96,68 @@ class DatasetSummary:
     failures: dict[str, str] = field(default_factory=dict)
     """Image id → reason, for this run's images that could not be explained."""
     seconds: float = 0.0
+    """From planning to the last row written."""
     set_aside: list[str] = field(default_factory=list)
+    rows: int = 0
+    """Rows this run wrote (an image that failed is one row)."""
 
     @property
     def images_per_s(self) -> float:
         return self.images / self.seconds if self.seconds > 0 else 0.0
 
 
-def explain_dataset(job: DatasetJob) -> DatasetSummary:
+def explain_dataset(
+    job: DatasetJob, on_images: Callable[[int], None] = lambda _done: None
+) -> DatasetSummary:
     """Explain every image of ``job.source`` that ``job.output`` does not hold yet."""
+    return run_plan(plan_dataset(job), on_images)
+
+
+def plan_dataset(job: DatasetJob) -> DatasetPlan:
+    """The images left to explain and where they run; refuses, before anything starts, a model
+    or options a dataset run cannot explain."""
+    started = time.perf_counter()
     check_dataset_options(job.spec, job.options)
     images = list_images(job.source)
     written = written_images(job.output)
     todo = [ref for ref in images if ref.image_id not in written.ids]
-    summary = DatasetSummary(len(todo), len(images) - len(todo), set_aside=written.set_aside)
-    if not todo:
-        return summary
-    started = time.perf_counter()
-    with ray_connection(job.address, job.object_store_bytes):
-        outcomes = _run(job, todo)
-    summary.seconds = time.perf_counter() - started
-    summary.failures = {
-        image_id: error
-        for image_id, error in zip(
-            outcomes.column("image_id").to_pylist(),
-            outcomes.column("error").to_pylist(),
-            strict=True,
-        )
-        if error is not None
-    }
+    where = choose_where(job.place, len(todo), address=job.address, actors=job.actors)
+    return DatasetPlan(job, todo, len(images) - len(todo), written.set_aside, where, started)
+
+
+def run_plan(
+    plan: DatasetPlan, on_images: Callable[[int], None] = lambda _done: None
+) -> DatasetSummary:
+    """Explain ``plan.todo``; ``on_images`` is told how many more images are done, as they
+    are (after each engine call in this process, after each block on Ray)."""
+    summary = DatasetSummary(len(plan.todo), plan.already_written, set_aside=plan.set_aside)
+    if plan.todo:
+        filesystem, path = filesystem_of(plan.job.output)
+        filesystem.create_dir(path, recursive=True)
+        outcomes = _explain(plan, on_images)
+        summary.rows = sum(outcomes.column("rows").to_pylist())
+        summary.failures = {
+            image_id: error
+            for image_id, error in zip(
+                outcomes.column("image_id").to_pylist(),
+                outcomes.column("error").to_pylist(),
+                strict=True,
+            )
+            if error is not None
+        }
+    summary.seconds = time.perf_counter() - plan.started
     return summary
 
 
-def _run(job: DatasetJob, todo: list[ImageRef]) -> pa.Table:
-    """Explain ``todo`` into ``job.output``; each image's id and error (``WRITTEN_SCHEMA``)."""
-    plan = plan_pool(
-        len(todo),
-        live_node_cpus(),
-        int(ray.cluster_resources().get("GPU", 0)),
-        device=job.device,
-        actors=job.actors,
-        rows_per_batch=job.rows_per_batch,
-    )
-    filesystem, path = filesystem_of(job.output)
-    filesystem.create_dir(path, recursive=True)
-    setup = EngineSetup(
-        spec=job.spec,
-        options=job.options,
-        rows=job.rows,
-        output=job.output,
-        device=plan.device,
-        torch_threads=plan.torch_threads,
-        reader_threads=plan.reader_threads,
-    )
-    items = [{"image_id": ref.image_id, "path": ref.path} for ref in todo]
-    dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=plan.blocks)
-    dataset = dataset.map_batches(
-        Explainer,
-        fn_constructor_args=(setup,),
-        batch_format="pyarrow",
-        batch_size=-(-len(todo) // plan.blocks),
-        compute=ray.data.ActorPoolStrategy(size=plan.actors),
-        num_cpus=plan.num_cpus,
-        num_gpus=plan.num_gpus,
-    )
-    outcomes = [pa.Table.from_batches([], WRITTEN_SCHEMA)]
-    outcomes += list(dataset.iter_batches(batch_size=None, batch_format="pyarrow"))
-    return pa.concat_tables(outcomes)
+def _explain(plan: DatasetPlan, on_images: Callable[[int], None]) -> pa.Table:
+    job = plan.job
+    if not plan.where.on_ray:
+        from app.dataset.in_process import explain_in_process  # noqa: PLC0415 (imports job)
 
+        return explain_in_process(job, plan.todo, on_images)
+    # Ray, and Ray Data above all, take seconds to import: only a job that runs on Ray does
+    from app.dataset.ray_pipeline import explain_on_ray  # noqa: PLC0415
+    from app.dataset.ray_session import RayOutput, ray_connection  # noqa: PLC0415
 
-def live_node_cpus() -> list[float]:
-    """The logical CPUs of each live node of the connected cluster."""
-    cpus = [float(node["Resources"].get("CPU", 0)) for node in ray.nodes() if node["Alive"]]
-    return cpus or [1.0]
-
-
-@contextmanager
-def ray_connection(address: str | None, object_store_bytes: int) -> Iterator[None]:
-    """Ray for the job: the present connection, the cluster at ``address``, or a local Ray on
-    127.0.0.1; only a connection opened here is closed afterwards."""
-    if ray.is_initialized():
-        yield
-        return
-    if address is None:
-        for key, value in LOCAL_RAY_ENVIRONMENT.items():
-            os.environ.setdefault(key, value)
-        ray.init(
-            address="local",  # a new Ray of its own, never one already running here
-            num_cpus=os.cpu_count() or 1,
-            num_gpus=torch.cuda.device_count(),
-            object_store_memory=object_store_bytes,
-            include_dashboard=False,
-            logging_level=logging.WARNING,
-            _node_ip_address="127.0.0.1",
-        )
-    else:
-        ray.init(address=address, logging_level=logging.WARNING)
-    try:
-        yield
-    finally:
-        ray.shutdown()
+    with ray_connection(job.address, job.object_store_bytes, RayOutput(job.ray_logs)):
+        return explain_on_ray(job, plan.todo, on_images)
