@@ -226,9 +226,6 @@ def _explain_one(
 def _context(
     layer: str, activations: Tensor, gradients: Tensor | None, labels: Tensor
 ) -> MethodContext:
-    def no_forward(_inputs: Tensor) -> Tensor:
-        raise MethodNotApplicableError("a detector has no class logits to re-score inputs with")
-
     return MethodContext(
         layer=layer,
         activations=activations[None, None],
@@ -236,7 +233,6 @@ def _context(
         targets=labels[None],
         logits=torch.zeros(1, 1),
         inputs=torch.zeros(1, 3, 1, 1),
-        forward=no_forward,
         classifier=lambda: None,
     )
 

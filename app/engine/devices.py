@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["AUTOCAST_DTYPES", "parse_autocast", "resolve_device"]
+__all__ = [
+    "AUTOCAST_DTYPES",
+    "parse_autocast",
+    "parse_score_cam_precision",
+    "resolve_device",
+    "synchronize",
+]
 
 AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {
     "none": None,
@@ -33,3 +39,24 @@ def parse_autocast(name: str | None, device: torch.device) -> torch.dtype | None
     if dtype is not None and device.type != "cuda":
         raise ValueError(f"autocast {key} is only supported on CUDA devices, not {device}")
     return dtype
+
+
+def parse_score_cam_precision(name: str | None, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of Score-CAM's masked passes for ``name`` (none, bf16, fp16): bf16
+    also on a CPU (oneDNN runs it natively where the CPU has AVX-512 BF16 or AMX), fp16 only
+    on CUDA. Only the channel weights are computed in it; the maps stay float32."""
+    key = (name or "none").strip().lower()
+    if key not in AUTOCAST_DTYPES:
+        raise ValueError(
+            f"unknown Score-CAM precision {name!r}; choose one of: {', '.join(AUTOCAST_DTYPES)}"
+        )
+    dtype = AUTOCAST_DTYPES[key]
+    if dtype is torch.float16 and device.type != "cuda":
+        raise ValueError(f"Score-CAM precision fp16 is only supported on CUDA, not {device}")
+    return dtype
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (a no-op on the CPU), so a timer measures it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

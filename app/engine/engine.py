@@ -20,12 +20,11 @@ from functools import cached_property
 import torch
 from torch import Tensor, nn
 
+from app.engine.capture import hooked_pass, model_input
 from app.engine.devices import resolve_device
 from app.engine.errors import MethodNotApplicableError, UnknownLayerError
 from app.engine.flat_gradients import GradientReach, empty_gradient_flags
 from app.engine.fusion import fused_results, layers_to_capture
-from app.engine.gradients import class_gradients
-from app.engine.hooks import capture_layers
 from app.engine.images.colormaps import DEFAULT_COLORMAP
 from app.engine.images.imaging import ImageInput, as_image_tensor
 from app.engine.images.preprocess import Preprocessing
@@ -46,6 +45,7 @@ from app.engine.results import (
     Explanation,
     repeat_for_targets,
 )
+from app.engine.score_cam import MaskedPasses, MaskedRun
 from app.engine.targets import Targets, TargetSpec, choose_targets, class_index
 
 __all__ = [
@@ -83,18 +83,23 @@ class CamEngine:
         device: str | torch.device | None = None,
         autocast: torch.dtype | None = None,
         score_cam_batch_size: int = DEFAULT_SCORE_CAM_BATCH,
+        score_cam_dtype: torch.dtype | None = None,
         fusion_layers: Sequence[str] = (),
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        if score_cam_batch_size < 1:
-            raise ValueError("score_cam_batch_size must be at least 1")
         self.device = resolve_device(device)
         self.model = model.to(self.device).eval().requires_grad_(False)
         self.preprocessing = preprocessing or Preprocessing()
         self.labels = list(labels) if labels is not None else None
         self.autocast = autocast
-        self.score_cam_batch_size = score_cam_batch_size
+        self.masked_passes = MaskedPasses(
+            self.model,
+            self.device,
+            self.preprocessing.input_size,
+            chunk_size=score_cam_batch_size,
+            dtype=score_cam_dtype or autocast,
+        )
         self.layer = layer
         self.token_layout = describe_layout(self.model, self.preprocessing.input_size, layer)
         self.fusion_layers = tuple(dict.fromkeys(fusion_layers))  # what "fused" combines
@@ -110,6 +115,7 @@ class CamEngine:
         device: str | torch.device | None = None,
         autocast: torch.dtype | None = None,
         score_cam_batch_size: int = DEFAULT_SCORE_CAM_BATCH,
+        score_cam_dtype: torch.dtype | None = None,
     ) -> CamEngine:
         """An engine for a model the registry loaded (from a manifest or by name), or for a
         segmenter ``load_dense_model`` loaded (its ``SegmentationScores`` explained per class)."""
@@ -121,6 +127,7 @@ class CamEngine:
             device=device,
             autocast=autocast,
             score_cam_batch_size=score_cam_batch_size,
+            score_cam_dtype=score_cam_dtype,
             fusion_layers=loaded.fusion_layers if isinstance(loaded, LoadedModel) else (),
         )
 
@@ -162,8 +169,6 @@ class CamEngine:
             return modules[name]
         return resolve_layer(self.model, name, self.candidate_layers)
 
-    # ------------------------------------------------------------------ computing maps
-
     def compute_all(
         self,
         inputs: Tensor,
@@ -173,6 +178,7 @@ class CamEngine:
         top_k: int = 1,
         layers: Sequence[str] | None = None,
         checkpoint: Callable[[], None] = _never_stop,
+        channel_budget: int | None = None,
     ) -> CamResults:
         """Every method's maps on every layer for a preprocessed batch ``inputs`` (B, 3, h, w),
         from one hooked forward pass and at most one backward pass.
@@ -181,17 +187,20 @@ class CamEngine:
         ``top_k`` predictions; or a (B,) / (B, K) tensor of indices. A class-agnostic method
         (Eigen-CAM) gets one map per image, (B, 1, h, w). ``checkpoint`` is called after the
         pass, between Score-CAM chunks and after each method; it raises to abandon the call.
-        The layer ``fused`` gives each method's maps fused over ``fusion_layers``."""
+        The layer ``fused`` gives each method's maps fused over ``fusion_layers``. Score-CAM
+        scores at most ``channel_budget`` channels per image and layer when given."""
         specs = list(dict.fromkeys(get_method(name) for name in methods))
         requested = list(dict.fromkeys(layers or [self.layer]))
         layer_names = layers_to_capture(requested, self.fusion_layers)
-        captured = self._capture(self._model_input(inputs), specs, layer_names, targets, top_k)
+        captured = self._capture(
+            model_input(inputs, self.device), specs, layer_names, targets, top_k
+        )
         shape = captured.batch.shape[1:]
         flat = self.gradient_refusals(layer_names, shape) if _need_gradients(specs) else {}
         checkpoint()
         results = CamResults(captured.logits, captured.targets, {})
         for layer_name in layer_names:
-            context = self._context(captured, layer_name, checkpoint)
+            context = self._context(captured, layer_name, checkpoint, channel_budget)
             empty = None if context.gradients is None else empty_gradient_flags(context.gradients)
             for spec in specs:
                 try:
@@ -240,7 +249,7 @@ class CamEngine:
     @torch.no_grad()
     def probabilities(self, inputs: Tensor) -> Tensor:
         """Class probabilities (B, classes) for a preprocessed batch; no hooks, no gradients."""
-        return torch.softmax(self._forward(self._model_input(inputs)).float(), dim=1)
+        return torch.softmax(self._forward(model_input(inputs, self.device)).float(), dim=1)
 
     def explain_all(
         self,
@@ -253,6 +262,7 @@ class CamEngine:
         options: Sequence[RenderOptions] | None = None,
         wanted: Sequence[Collection[str]] | None = None,
         checkpoint: Callable[[], None] = _never_stop,
+        channel_budget: int | None = None,
     ) -> BatchExplanation:
         """The one pipeline: preprocess ``images`` ((3, H, W) uint8 on the engine's device),
         compute every method on every layer, and render each (layer, method) over the originals
@@ -262,7 +272,13 @@ class CamEngine:
         a batch mixing requests for different methods renders each image's own methods only."""
         batch = self.preprocessing(images, self.device)
         results = self.compute_all(
-            batch, methods, targets, top_k=top_k, layers=layers, checkpoint=checkpoint
+            batch,
+            methods,
+            targets,
+            top_k=top_k,
+            layers=layers,
+            checkpoint=checkpoint,
+            channel_budget=channel_budget,
         )
         per_image = list(options) if options is not None else [RenderOptions()] * len(images)
         canonical = None if wanted is None else [{get_method(m).name for m in w} for w in wanted]
@@ -313,8 +329,6 @@ class CamEngine:
             images_out = [repeat_for_targets(image, ranks) for image in images_out]
         return Explanation(cams.per_target(), images_out)
 
-    # ------------------------------------------------------------------ steps
-
     def _capture(
         self,
         batch: Tensor,
@@ -324,30 +338,24 @@ class CamEngine:
         top_k: int,
     ) -> CapturedPass:
         """The one forward pass (and, when a method needs gradients, the one backward pass)."""
-        modules = {name: self.layer_module(name) for name in layer_names}
-        needs_gradients = _need_gradients(specs)
-        grad_mode = torch.enable_grad() if needs_gradients else torch.no_grad()
-        hooks = capture_layers(modules, track_gradient=needs_gradients, layout=self.token_layout)
-        with torch.inference_mode(False), grad_mode, hooks as records:
-            logits = self._forward(batch)
-            activations = [records[name].require_activation() for name in layer_names]
-            ranking = area_ranking(self.model, logits)
-            chosen = choose_targets(logits, targets, top_k, self.labels, ranking)
-            captures = [records[name] for name in layer_names]
-            gradients = class_gradients(logits, captures, chosen) if needs_gradients else []
-        return CapturedPass(
-            batch=batch,
-            activations={
-                name: activation.detach().float().unsqueeze(1)
-                for name, activation in zip(layer_names, activations, strict=True)
-            },
-            logits=logits.detach().float(),
-            targets=chosen,
-            gradients=dict(zip(layer_names, gradients, strict=False)),
+        return hooked_pass(
+            self.model,
+            self._forward,
+            batch,
+            modules={name: self.layer_module(name) for name in layer_names},
+            layout=self.token_layout,
+            needs_gradients=_need_gradients(specs),
+            choose=lambda logits: choose_targets(
+                logits, targets, top_k, self.labels, area_ranking(self.model, logits)
+            ),
         )
 
     def _context(
-        self, captured: CapturedPass, layer_name: str, checkpoint: Callable[[], None]
+        self,
+        captured: CapturedPass,
+        layer_name: str,
+        checkpoint: Callable[[], None],
+        channel_budget: int | None,
     ) -> MethodContext:
         return MethodContext(
             layer=layer_name,
@@ -356,23 +364,14 @@ class CamEngine:
             targets=captured.targets,
             logits=captured.logits,
             inputs=captured.batch,
-            forward=self._forward,
             classifier=self._classifier,
             logit_tolerance=1e-3 if self.autocast is None else 5e-2,
-            chunk_size=self.score_cam_batch_size,
             checkpoint=checkpoint,
+            masked=MaskedRun(self.masked_passes, channel_budget),
         )
 
     def _classifier(self) -> CamHead | None:
         return cam_classifier(self.model, self.token_layout)
-
-    def _model_input(self, inputs: Tensor) -> Tensor:
-        if not isinstance(inputs, Tensor):
-            raise TypeError(f"inputs must be a tensor, got {type(inputs).__name__}")
-        if inputs.dim() != 4:
-            raise ValueError(f"inputs must be (B, C, H, W), got shape {tuple(inputs.shape)}")
-        batch = inputs.detach().to(self.device, torch.float32)
-        return batch.clone() if batch.is_inference() else batch
 
     def _autocast(self) -> AbstractContextManager[object]:
         if self.autocast is None:

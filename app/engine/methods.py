@@ -17,8 +17,8 @@ import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
 from app.engine.errors import MethodNotApplicableError, UnknownMethodError
-from app.engine.images.render import normalize_maps
 from app.engine.models.classifier import CamHead
+from app.engine.score_cam import MaskedRun
 
 __all__ = [
     "DEFAULT_METHOD",
@@ -62,17 +62,15 @@ class MethodContext:
     """(B, classes) float32."""
     inputs: Tensor
     """The model input (B, 3, H, W) of the pass."""
-    forward: Callable[[Tensor], Tensor]
-    """Logits of a batch of model inputs (Score-CAM's masked passes)."""
     classifier: Callable[[], CamHead | None]
     """The model's head (final linear layer and the LayerNorms that may precede it), looked up
     only when a method reads it (CAM); the lookup refuses heads that classify a class token."""
     logit_tolerance: float = 1e-3
     """Relative tolerance when CAM checks that the classifier reproduces the logits."""
-    chunk_size: int = 64
-    """Masked inputs per Score-CAM forward pass."""
     checkpoint: Callable[[], None] = lambda: None
     """Called between chunks of extra work; raises to abandon the computation."""
+    masked: MaskedRun | None = None
+    """How Score-CAM re-scores masked inputs; ``None`` where the model has no class logits."""
 
     def require_gradients(self) -> Tensor:
         if self.gradients is None:  # pragma: no cover - the engine supplies them when needed
@@ -204,31 +202,16 @@ def score_cam(context: MethodContext) -> Tensor:
     """Score-CAM, Wang et al., "Score-CAM: Score-Weighted Visual Explanations for Convolutional
     Neural Networks", CVPR-W 2020 (arXiv:1910.01279): each channel's weight is the softmax
     probability of the target class for the input masked by that channel, upsampled and
-    min-max normalised."""
-    return weighted_sum(context.activations, _masked_scores(context))
-
-
-def _masked_scores(context: MethodContext) -> Tensor:
-    """(B, K, C): the target probabilities of every (image, channel) masked input, computed in
-    chunks of ``chunk_size`` inputs, with ``checkpoint`` called between chunks."""
-    inputs, chosen = context.inputs, context.targets
-    feature_maps = context.activations.squeeze(1)
-    batch_size, channels = feature_maps.shape[:2]
-    masks_source = feature_maps.reshape(batch_size * channels, 1, *feature_maps.shape[-2:])
-    weights = torch.empty(batch_size * channels, chosen.shape[1], device=inputs.device)
-    with torch.no_grad():
-        for start in range(0, batch_size * channels, context.chunk_size):
-            context.checkpoint()
-            rows = torch.arange(
-                start, min(start + context.chunk_size, batch_size * channels), device=inputs.device
-            )
-            images = rows // channels
-            upsampled = F.interpolate(
-                masks_source[rows], size=inputs.shape[-2:], mode="bilinear", align_corners=False
-            )
-            logits = context.forward(inputs[images] * normalize_maps(upsampled))
-            weights[rows] = torch.softmax(logits.float(), dim=1).gather(1, chosen[images])
-    return weights.reshape(batch_size, channels, -1).transpose(1, 2)
+    min-max normalised (``score_cam.py``: the passes, flat channels, a channel budget)."""
+    if context.masked is None:
+        raise MethodNotApplicableError(
+            "Score-CAM re-scores masked inputs by class logits, and "
+            "this model has none (a detector)"
+        )
+    scores = context.masked.scores(
+        context.inputs, context.activations.squeeze(1), context.targets, context.checkpoint
+    )
+    return weighted_sum(context.activations, scores)
 
 
 def eigen_cam(context: MethodContext) -> Tensor:

@@ -1,0 +1,166 @@
+"""Score-CAM's masked forward passes, the one expensive method.
+
+Each (image, channel) pair is one forward pass of the image masked by that channel's map,
+upsampled and min-max normalised. Three things keep the count and the cost of those passes down
+without changing an exact answer:
+
+* A channel whose map is flat at the layer's own resolution (every ReLU'd channel that never
+  fired) masks the image with zeros, whatever the image: one pass of an all-zero input scores
+  all of them, for every image of the batch.
+* A channel budget (Faster Score-CAM, Wang et al. 2020) keeps only the ``budget`` channels of
+  each image whose maps vary most over space; the others weigh nothing. Without a budget every
+  channel is scored, exactly as in the paper.
+* The caller's ``masked_passes`` context runs the passes in the device's fastest layout and
+  precision (channels-last convolutions; reduced precision only when asked).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import Tensor, nn
+
+from app.engine.devices import synchronize
+from app.engine.images.render import normalize_maps
+from app.engine.models.segmenters import keeping_last_scores
+from app.engine.models.tokens import class_logits
+
+__all__ = [
+    "MaskedPasses",
+    "MaskedRun",
+    "ScoreCamPlan",
+    "plan_masked_passes",
+]
+
+
+class MaskedPasses:
+    """How a model runs Score-CAM's masked inputs: channels-last for a convolutional model on a
+    CPU or a GPU, where oneDNN and cuDNN run its convolutions faster in that layout
+    (``benchmarks/score_cam.py``), and in ``dtype`` (autocast) when one is given."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        device: torch.device,
+        input_size: tuple[int, int],
+        *,
+        chunk_size: int,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError("score_cam_batch_size must be at least 1")
+        self.model, self.device, self.input_size, self.dtype = model, device, input_size, dtype
+        self.chunk_size = chunk_size
+        """Masked inputs per forward pass."""
+        convolutional = any(isinstance(module, nn.Conv2d) for module in model.modules())
+        fast = convolutional and device.type in ("cpu", "cuda")
+        self.layout = torch.channels_last if fast else torch.contiguous_format
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """The model's 4-D weights in the masked passes' layout for the duration, put back
+        afterwards (the request's own hooked pass is not affected)."""
+        if self.layout == torch.contiguous_format:
+            yield
+            return
+        self.model.to(memory_format=self.layout)
+        try:
+            yield
+        finally:
+            self.model.to(memory_format=torch.contiguous_format)
+
+    def forward(self, batch: Tensor) -> Tensor:
+        """Logits of a batch of masked inputs (call it inside ``running``)."""
+        precision = (
+            nullcontext() if self.dtype is None else torch.autocast(self.device.type, self.dtype)
+        )
+        with precision:
+            return class_logits(self.model(batch.contiguous(memory_format=self.layout)))
+
+    def seconds_per_input(self, count: int = 8) -> float:
+        """Measured seconds per masked input on this device, from a batch of ``count`` noise
+        inputs after one untimed batch that sets the kernels up."""
+        generator = torch.Generator().manual_seed(0)
+        noise = torch.rand((count, 3, *self.input_size), generator=generator).to(self.device)
+        with torch.no_grad(), keeping_last_scores(self.model), self.running():
+            self.forward(noise)
+            synchronize(self.device)
+            started = time.perf_counter()
+            self.forward(noise)
+            synchronize(self.device)
+        return (time.perf_counter() - started) / count
+
+
+class ScoreCamPlan:
+    """Which channels of each image get a masked pass, and which are flat."""
+
+    def __init__(self, feature_maps: Tensor, budget: int | None) -> None:
+        spatial = feature_maps.flatten(2)
+        self.flat = spatial.amax(dim=2) == spatial.amin(dim=2)
+        """(B, C) bool: maps that mask the image with zeros."""
+        self.scored = ~self.flat
+        """(B, C) bool: the channels that get a masked pass of their own."""
+        if budget is not None and budget < feature_maps.shape[1]:
+            spread = spatial.var(dim=2, correction=0).masked_fill(self.flat, -1.0)
+            keep = torch.zeros_like(self.scored)
+            keep.scatter_(1, spread.topk(budget, dim=1).indices, True)
+            self.scored &= keep
+
+    @property
+    def passes(self) -> int:
+        """Masked forward passes: one per scored pair, plus one for the flat ones if any."""
+        return int(self.scored.sum()) + int(bool(self.flat.any()))
+
+
+def plan_masked_passes(feature_maps: Tensor, budget: int | None = None) -> ScoreCamPlan:
+    """The plan for ``feature_maps`` (B, C, h, w) under an optional channel ``budget``."""
+    if budget is not None and budget < 1:
+        raise ValueError("a Score-CAM channel budget must be at least 1")
+    return ScoreCamPlan(feature_maps, budget)
+
+
+@dataclass(frozen=True)
+class MaskedRun:
+    """Score-CAM's masked passes for one request: how the model runs them and the channel
+    budget (``None``: every channel)."""
+
+    passes: MaskedPasses
+    budget: int | None = None
+
+    def scores(
+        self, inputs: Tensor, feature_maps: Tensor, targets: Tensor, checkpoint: Callable[[], None]
+    ) -> Tensor:
+        """(B, K, C): the softmax probability of each target class (``targets``, (B, K)) for
+        the input masked by each channel of ``feature_maps`` (B, C, h, w); zero for a channel
+        the budget leaves out. ``checkpoint`` runs between chunks of masked inputs."""
+        plan = plan_masked_passes(feature_maps, self.budget)
+        batch_size, channels = feature_maps.shape[:2]
+        weights = torch.zeros(batch_size, channels, targets.shape[1], device=inputs.device)
+        forward = self.passes.forward
+        with torch.no_grad(), self.passes.running():
+            if plan.flat.any():
+                blank = _probabilities(forward, torch.zeros_like(inputs[:1]))
+                flat_images, flat_channels = plan.flat.nonzero(as_tuple=True)
+                weights[flat_images, flat_channels] = blank[0, targets[flat_images]]
+            pairs = plan.scored.nonzero()
+            for start in range(0, len(pairs), self.passes.chunk_size):
+                checkpoint()
+                images, chosen = pairs[start : start + self.passes.chunk_size].unbind(1)
+                masks = F.interpolate(
+                    feature_maps[images, chosen].unsqueeze(1),
+                    size=inputs.shape[-2:],
+                    mode="bilinear",
+                    align_corners=False,
+                )
+                probabilities = _probabilities(forward, inputs[images] * normalize_maps(masks))
+                weights[images, chosen] = probabilities.gather(1, targets[images])
+        return weights.transpose(1, 2)
+
+
+def _probabilities(forward: Callable[[Tensor], Tensor], batch: Tensor) -> Tensor:
+    return torch.softmax(forward(batch).float(), dim=1)
