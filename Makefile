@@ -25,12 +25,12 @@ $(LS_STAMP): constraints-labelstudio.txt
 
 # FiftyOne in its own environment (its pins clash with ours), with the mongod of fiftyone-db 0.4.5
 # and, unpacked beside it, the OpenSSL 1.1 that mongod needs (Debian bullseye's libssl1.1; nothing
-# is installed system-wide). The FiftyOne tests run their code there (scripts/fiftyone_env.py).
-$(FO_STAMP): constraints-fiftyone.txt scripts/fetch_libssl11.sh
+# is installed system-wide). The FiftyOne tests run their code there (tests/harness/fiftyone_env.py).
+$(FO_STAMP): constraints-fiftyone.txt tests/harness/fetch_libssl11.sh
 	$(PYTHON) -m venv $(FO_VENV)
 	$(FO_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(FO_VENV)/bin/python -m pip install --quiet -c constraints-fiftyone.txt fiftyone fiftyone-db
-	scripts/fetch_libssl11.sh $(FO_VENV)/libssl1.1
+	tests/harness/fetch_libssl11.sh $(FO_VENV)/libssl1.1
 	touch $(FO_STAMP)
 
 serve: $(STAMP)
@@ -57,12 +57,12 @@ test-threads: $(STAMP)
 		$(BIN)/python -m pytest $(THREAD_SHAKE_TESTS)
 
 labelstudio-e2e: $(STAMP) $(LS_STAMP)
-	$(BIN)/python -m scripts.labelstudio_e2e --label-studio $(LS_VENV)/bin/label-studio
+	$(BIN)/python -m tests.harness.labelstudio_e2e --label-studio $(LS_VENV)/bin/label-studio
 
 # Build the Docker image with rootful podman and check it as a user would (docs/deploy.md); not
 # part of `make test`: it needs podman, several GB of disk and about half an hour.
 image-check: $(STAMP)
-	$(BIN)/python -m scripts.image_check $(IMAGE_CHECK_ARGS)
+	$(BIN)/python -m scripts.release.image_check $(IMAGE_CHECK_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/hadolint Dockerfile

@@ -51,7 +51,7 @@ from app.dataset.job import DatasetJob, explain_dataset  # noqa: E402
 from app.quality.scenes import scene_at, square_settings  # noqa: E402
 from app.serving.served_models import find_spec  # noqa: E402
 from benchmarks.http_throughput import load_average, machine_line  # noqa: E402
-from scripts.ray_cluster import local_ray  # noqa: E402
+from tests.harness.ray_cluster import local_ray  # noqa: E402
 
 MODELS = REPO / "models"
 STORE_BYTES = 300 << 20

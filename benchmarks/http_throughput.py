@@ -51,8 +51,8 @@ from app.engine.engine import CamEngine
 from app.engine.images.imaging import decode_image, encode_image
 from app.engine.models.manifest import load_manifests
 from app.engine.models.registry import load_model
-from scripts.live_server import ServerProcess as Server
-from scripts.live_server import camserve_environment, running, start_camserve
+from tests.harness.live_server import ServerProcess as Server
+from tests.harness.live_server import camserve_environment, running, start_camserve
 
 MODEL = "resnet50"
 WIDTH, HEIGHT = 640, 480

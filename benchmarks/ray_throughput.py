@@ -63,9 +63,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the shared helpers under tests/
 
 from app.cluster.ray_app import build_app  # noqa: E402
-from scripts.live_server import ServerProcess as LiveServer  # noqa: E402
-from scripts.live_server import camserve_environment, running, start_camserve  # noqa: E402
-from scripts.ray_cluster import (  # noqa: E402
+from tests.harness.live_server import ServerProcess as LiveServer  # noqa: E402
+from tests.harness.live_server import camserve_environment, running, start_camserve  # noqa: E402
+from tests.harness.ray_cluster import (  # noqa: E402
     LocalRay,
     cpu_seconds,
     local_ray,

@@ -31,7 +31,7 @@ from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
 from app.engine.models.registry import default_layer
 from benchmarks.engine_overhead import engine_arguments, seconds_per_call
-from scripts.cam_peers import PYTORCH_GRAD_CAM
+from tests.harness.cam_peers import PYTORCH_GRAD_CAM
 
 SEVEN = ["cam", "gradcam", "gradcam++", "xgradcam", "hirescam", "layercam", "eigencam"]
 PEERS = list(PYTORCH_GRAD_CAM.values())

@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 import pytest
 import torch
 
-from scripts.fiftyone_env import (
+from tests.harness.fiftyone_env import (
     INSTALL_HINT,
     FiftyOne,
     FiftyOneEnv,
@@ -95,7 +95,7 @@ def fiftyone(
     fiftyone_env: FiftyOneEnv, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FiftyOne]:
     """Real FiftyOne for the session: a mongod on 127.0.0.1 and FiftyOne's processes
-    (scripts/fiftyone_env.py), all stopped at the end of the session. Give each dataset a name
+    (tests/harness/fiftyone_env.py), all stopped at the end of the session. Give each dataset a name
     of its own."""
     with FiftyOne(fiftyone_env, tmp_path_factory.mktemp("fiftyone")) as running:
         yield running

@@ -8,7 +8,7 @@ a photo might have (longer side 240-400 px, 2:3 to 3:2). For each shape the firs
 JPEG, gives that shape at least ``LEAST_PROBABILITY`` and puts Grad-CAM's maximum inside the
 shape's box. Retraining the model means running this again:
 
-    .venv/bin/python scripts/make_samples.py [app/web/static/samples/shapes]
+    .venv/bin/python scripts/assets/make_samples.py [app/web/static/samples/shapes]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from app.engine.models.registry import load_model
 from app.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, scene_at
 from app.serving.served_models import find_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES_DIR = ROOT / "app" / "web" / "static" / "samples" / "shapes"
 MODELS_DIR = ROOT / "models"
 SAMPLE_SEED = 2026

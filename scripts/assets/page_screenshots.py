@@ -12,7 +12,7 @@ Chromium and saves, under ``docs/screenshots/``:
 The desktop is 1280 x 800 (the whole page); the phone 375 px wide, from the top of the page to
 the end of the first result card.
 
-    .venv/bin/python scripts/page_screenshots.py
+    .venv/bin/python scripts/assets/page_screenshots.py
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from playwright.sync_api import Browser, ViewportSize, expect, sync_playwright
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.integration.live import LiveServer, live_server  # noqa: E402

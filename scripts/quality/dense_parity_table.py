@@ -15,8 +15,8 @@ reporting the numbers the tests only bound:
 
 Usage::
 
-    python -m scripts.dense_parity_table              # the shipped shape models
-    python -m scripts.dense_parity_table --resnet     # also Faster R-CNN / DeepLabV3 ResNet-50
+    python -m scripts.quality.dense_parity_table            # the shipped shape models
+    python -m scripts.quality.dense_parity_table --resnet   # also Faster R-CNN, DeepLabV3 ResNet-50
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 Usage::
 
-    OMP_NUM_THREADS=1 python -m scripts.dense_pointing_study --scenes 200
+    OMP_NUM_THREADS=1 python -m scripts.quality.dense_pointing_study --scenes 200
 """
 
 from __future__ import annotations

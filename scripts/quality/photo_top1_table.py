@@ -1,7 +1,7 @@
 """Top-1 of the default ImageNet model on the sample photos, under several input sizes, resize
 policies and filters: the table in docs/quality.md that chose the manifest's preprocessing.
 
-    .venv/bin/python -m scripts.photo_top1_table
+    .venv/bin/python -m scripts.quality.photo_top1_table
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from app.engine.images.resize_policy import ResizePolicy
 from app.engine.models.manifest import load_manifest
 from app.engine.models.registry import LoadedModel, load_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "models" / "efficientnet_lite0.toml"
 PHOTOS = ROOT / "app" / "web" / "static" / "samples" / "photos"
 SETTINGS = (

@@ -4,7 +4,7 @@ default explanation of the served EfficientNet-Lite0, with the object's box draw
 
 Usage::
 
-    OMP_NUM_THREADS=1 python -m scripts.pointing_overlays -o docs/quality/pointing
+    OMP_NUM_THREADS=1 python -m scripts.quality.pointing_overlays -o docs/quality/pointing
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ peer's default), per resize policy, on the same composites in the same run.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python -m scripts.pointing_study --composites 150 --seed 0 > table.md
+    OMP_NUM_THREADS=1 python -m scripts.quality.pointing_study --composites 150 --seed 0 > table.md
 
 Prints a Markdown table: per policy, top-1 on the composites, then pointing (15 px) and IoU at
 half the maximum for every row, best pointing first.
@@ -22,7 +22,7 @@ from app.engine.images.resize_policy import ResizePolicy
 from app.quality.composites import composites
 from app.quality.pointing import StudyTally, study_composites
 from app.quality.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
-from scripts.cam_peers import peer_map
+from tests.harness.cam_peers import peer_map
 
 METHODS = ("gradcam", "hirescam", "layercam")
 LAYERS = ("blocks.3", "blocks.4", "blocks.5", "blocks.6", "bn2")

@@ -7,7 +7,7 @@ resolution, relative to the reference's peak ("flat" where both maps are zero up
 
 Usage::
 
-    python -m scripts.token_parity_table
+    python -m scripts.quality.token_parity_table
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Build camserve's Docker image with a real container engine, run it, check it as a user would.
 
-    python -m scripts.image_check [--variant cuda] [--base IMAGE] [--compose CMD | --no-compose]
-                                  [--keep]
+    python -m scripts.release.image_check [--variant cuda] [--base IMAGE]
+                                          [--compose CMD | --no-compose] [--keep]
 
 It runs on rootful podman (``apt-get install podman runc``), which runs containers on this kind
 of machine with the overlay storage driver, runc, the host's network and a ``containers.conf``
@@ -37,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from scripts.image_check_requests import (
+from scripts.release.image_check_requests import (
     RequestsInFlight,
     answer_requests_in_flight,
     check_cam_and_explain,
@@ -45,7 +45,7 @@ from scripts.image_check_requests import (
     past_deadline,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/camserve:check"
 BASE_IMAGE = "localhost/camserve-base:bookworm"
 CONTAINER = "camserve-check"

@@ -1,4 +1,5 @@
-"""What ``scripts.image_check`` asks a running camserve container, over HTTP on 127.0.0.1."""
+"""What ``scripts.release.image_check`` asks a running camserve container, over HTTP on
+127.0.0.1."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 from PIL import Image
 
-from scripts.live_server import MetricsSnapshot
+from tests.harness.live_server import MetricsSnapshot
 
 __all__ = [
     "RequestsInFlight",

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from app.api.admission import QUEUED_PATHS
 from app.serving.service import Service
-from scripts.live_server import MetricsSnapshot
 from tests.api.helpers import assert_error, make_settings, post_image, serving
+from tests.harness.live_server import MetricsSnapshot
 
 QUEUE_SIZE = 2
 API_KEY = "door-key"

@@ -11,7 +11,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from app.cli import cli
-from scripts.fiftyone_env import FiftyOne
+from tests.harness.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
 from tests.support import (
     TINY_LABELS,

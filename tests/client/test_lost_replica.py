@@ -1,6 +1,6 @@
 """The client through Ray Serve when a replica dies under load: no call is lost.
 
-A real two-node Ray cluster on 127.0.0.1 (``scripts/ray_cluster.py``), two camserve replicas
+A real two-node Ray cluster on 127.0.0.1 (``tests/harness/ray_cluster.py``), two camserve replicas
 with the shapes model; one replica is killed the hard way while 80 calls run, 8 at a time.
 Without retries the proxy ends a few of them with 500 (docs/scaling.md); with the client's
 retries every call ends with its answer.
@@ -21,7 +21,7 @@ from ray import serve
 
 from app.client import AsyncClient, ExplainResult
 from app.cluster.ray_app import build_app
-from scripts.ray_cluster import LocalRay, local_ray, replica_counts, wait_routed
+from tests.harness.ray_cluster import LocalRay, local_ray, replica_counts, wait_routed
 from tests.support import image_bytes
 
 pytestmark = pytest.mark.slow

@@ -31,7 +31,6 @@ from app.api.application import create_app
 from app.cluster.ray_app import RayAppArgs, build_app, deployment_options
 from app.config import load_settings
 from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
-from scripts.ray_cluster import LocalRay, local_ray, replica_counts, wait_routed
 from tests.api.helpers import (
     assert_same_explain_body,
     make_settings,
@@ -44,6 +43,7 @@ from tests.dense_matching import (
     assert_same_detections,
     detection_lists,
 )
+from tests.harness.ray_cluster import LocalRay, local_ray, replica_counts, wait_routed
 from tests.integration.live import LiveServer, live_server
 from tests.support import image_bytes, scene_bytes, write_dense_models
 

@@ -29,7 +29,7 @@ from app.dataset.stored import StoredImage, read_images
 from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 from app.labeling.fiftyone_documents import relative_box
 from app.serving.served_models import find_spec
-from scripts.fiftyone_env import FiftyOne
+from tests.harness.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
 from tests.support import write_dense_models, write_scenes
 

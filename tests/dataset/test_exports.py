@@ -29,7 +29,7 @@ from app.engine.models.registry import load_model
 from app.labeling.fiftyone_documents import relative_box
 from app.quality.scenes import scene_at, square_settings
 from app.serving.served_models import find_spec
-from scripts.fiftyone_env import FiftyOne
+from tests.harness.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
 
 REPO = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ from app.cli.folder_explainer import file_name_part
 from app.dataset.output_files import parquet_files, read_rows
 from app.engine.images.regions import find_regions
 from app.quality.scenes import scene_at, square_settings
-from scripts.ray_cluster import LocalRay, local_ray
+from tests.harness.ray_cluster import LocalRay, local_ray
 from tests.support import BROKEN_PNG, write_dense_models, write_scenes
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.live_server import ServerProcess, free_port, start_server
+from tests.harness.live_server import ServerProcess, free_port, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()

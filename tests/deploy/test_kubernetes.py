@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from app.cluster.ray_app import RayAppArgs
-from scripts.ray_cluster import THROUGHPUT_MODE
+from tests.harness.ray_cluster import THROUGHPUT_MODE
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "deploy" / "kubernetes"

@@ -22,7 +22,7 @@ from torchvision.models import get_model
 from app.engine.engine import CamEngine
 from app.engine.images.render import normalize_maps, upsample_maps
 from app.engine.models.registry import default_layer
-from scripts.cam_peers import PYTORCH_GRAD_CAM
+from tests.harness.cam_peers import PYTORCH_GRAD_CAM
 
 REFERENCE = PYTORCH_GRAD_CAM
 TARGETS = [3, 141, 7, 999]

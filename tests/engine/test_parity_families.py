@@ -26,7 +26,7 @@ from torchvision.models import get_model
 from app.engine.engine import CamEngine
 from app.engine.errors import MethodNotApplicableError
 from app.engine.images.render import normalize_maps
-from scripts.cam_peers import PYTORCH_GRAD_CAM
+from tests.harness.cam_peers import PYTORCH_GRAD_CAM
 
 ARCHITECTURES = ["densenet121", "mobilenet_v3_small", "efficientnet_b0"]
 METHODS = ["cam", "gradcam", "gradcam++", "xgradcam", "hirescam", "layercam", "eigencam"]

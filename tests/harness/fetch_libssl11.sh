@@ -6,10 +6,10 @@
 # The mirror is the one apt's own Debian sources use (LIBSSL_MIRROR overrides it). A second run
 # finds DEST complete and does nothing.
 #
-#   scripts/fetch_libssl11.sh DEST
+#   tests/harness/fetch_libssl11.sh DEST
 set -euo pipefail
 
-dest=${1:?usage: scripts/fetch_libssl11.sh DEST}
+dest=${1:?usage: tests/harness/fetch_libssl11.sh DEST}
 if [ -f "$dest/.complete" ]; then
     exit 0
 fi

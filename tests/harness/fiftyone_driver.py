@@ -1,4 +1,4 @@
-"""The FiftyOne side of ``scripts/fiftyone_env.py``: runs in ``.venv-fiftyone``'s Python.
+"""The FiftyOne side of ``tests/harness/fiftyone_env.py``: runs in ``.venv-fiftyone``'s Python.
 
 It reads one job a line on stdin, ``{"job": NAME, "arguments": {...}}``, runs ``JOBS[NAME]``
 and answers one line on stdout, ``{"result": ...}`` or ``{"error": "<traceback>"}``, until

@@ -3,11 +3,11 @@
 FiftyOne's pins clash with camserve's (constraints.txt), so it lives in ``.venv-fiftyone``
 (``make .venv-fiftyone/.installed-stamp``, pinned by constraints-fiftyone.txt), with the mongod
 of fiftyone-db 0.4.5 and, unpacked beside it, the OpenSSL 1.1 that mongod needs
-(``scripts/fetch_libssl11.sh``). ``FiftyOne`` runs, from camserve's own environment:
+(``tests/harness/fetch_libssl11.sh``). ``FiftyOne`` runs, from camserve's own environment:
 
 * one ``mongod`` on 127.0.0.1, its database in a temporary folder, the OpenSSL 1.1 folder on
   its ``LD_LIBRARY_PATH`` (that process only), stopped when the ``FiftyOne`` is closed;
-* ``scripts.fiftyone_driver`` in ``.venv-fiftyone``'s Python, connected to that mongod, with
+* ``tests.harness.fiftyone_driver`` in ``.venv-fiftyone``'s Python, connected to that mongod, with
   camserve's own site-packages after FiftyOne's (so it can import camserve's engine), and no
   telemetry. Jobs go to it as JSON lines on stdin and come back on stdout.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from scripts.live_server import LOOPBACK, ServerProcess, start_server
+from tests.harness.live_server import LOOPBACK, ServerProcess, start_server
 
 __all__ = [
     "DEFAULT_VENV",
@@ -46,7 +46,7 @@ __all__ = [
     "locate_fiftyone",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENV = REPO_ROOT / ".venv-fiftyone"
 INSTALL_HINT = (
     "make .venv-fiftyone/.installed-stamp (pinned by constraints-fiftyone.txt), "
@@ -151,7 +151,7 @@ class MongoServer:
 
 
 class DriverProcess:
-    """``scripts.fiftyone_driver`` in FiftyOne's environment; ``call`` runs one job."""
+    """``tests.harness.fiftyone_driver`` in FiftyOne's environment; ``call`` runs one job."""
 
     def __init__(self, env: FiftyOneEnv, uri: str, work_dir: Path, name: str) -> None:
         self.name = name
@@ -175,7 +175,7 @@ class DriverProcess:
         )
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                [str(env.python), "-m", "scripts.fiftyone_driver"],
+                [str(env.python), "-m", "tests.harness.fiftyone_driver"],
                 cwd=REPO_ROOT,
                 env=child_env,
                 stdin=subprocess.PIPE,
@@ -185,7 +185,7 @@ class DriverProcess:
             )
 
     def call(self, job: str, **arguments: Any) -> Any:
-        """Run ``job`` (a name in ``scripts.fiftyone_driver.JOBS``) with ``arguments``; its
+        """Run ``job`` (a name in ``tests.harness.fiftyone_driver.JOBS``) with ``arguments``; its
         JSON result. A failure raises ``FiftyOneJobError`` with the driver's traceback."""
         assert self.process.stdin is not None
         assert self.process.stdout is not None
@@ -256,7 +256,7 @@ class FiftyOne:
 
     def load(self, name: str) -> dict[str, Any]:
         """The dataset ``name`` as a fresh process loads it from the database (``dump`` in
-        scripts.fiftyone_driver describes the result)."""
+        tests.harness.fiftyone_driver describes the result)."""
         loaded: dict[str, Any] = self.reader.call("dump", name=name)
         return loaded
 

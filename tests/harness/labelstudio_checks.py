@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
-from scripts.live_server import ServerProcess
+from tests.harness.live_server import ServerProcess
 
 __all__ = [
     "CONTROL_TYPES",

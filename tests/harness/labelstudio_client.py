@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from scripts.labelstudio_servers import BasicAuth, E2EError
+from tests.harness.labelstudio_servers import BasicAuth, E2EError
 
 __all__ = ["LabelStudio"]
 

@@ -1,4 +1,4 @@
-"""The detection project of the Label Studio end-to-end check (``scripts.labelstudio_e2e``).
+"""The detection project of the Label Studio end-to-end check (``tests.harness.labelstudio_e2e``).
 
 A second camserve serves camserve's trained shape detector (``boxes`` of
 ``tests.support.write_dense_models``) as the Label Studio backend, at the default score
@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 
-from scripts.labelstudio_client import LabelStudio
-from scripts.labelstudio_servers import BasicAuth, E2EError, start_camserve
-from scripts.live_server import ServerProcess
+from tests.harness.labelstudio_client import LabelStudio
+from tests.harness.labelstudio_servers import BasicAuth, E2EError, start_camserve
+from tests.harness.live_server import ServerProcess
 from tests.support import DENSE_LABELS, scene_bytes, write_dense_models
 
 __all__ = [

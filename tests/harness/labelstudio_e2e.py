@@ -10,14 +10,14 @@ and one through a local files storage (``/data/local-files/?d=…``, which camse
 shared document root); connects camserve, with basic auth, as the project's ML backend; runs
 "Retrieve Predictions" on every task; checks the predictions Label Studio stored against where
 the scene generator drew each shape; and accepts one as an annotation, which Label Studio
-reports to camserve's webhook. Then a detection project (``scripts.labelstudio_detection``):
+reports to camserve's webhook. Then a detection project (``tests.harness.labelstudio_detection``):
 a second camserve with a random-weight detector fills a ``RectangleLabels`` project with its own
 boxes, checked against what its ``/v1/explain`` detects.
 
 Prints a short report and exits 0 when every check holds, 1 when one does not, and 2 when no
 Label Studio is installed. Run it from the repository root::
 
-    .venv/bin/python -m scripts.labelstudio_e2e [--label-studio PATH] [--keep]
+    .venv/bin/python -m tests.harness.labelstudio_e2e [--label-studio PATH] [--keep]
 """
 
 from __future__ import annotations
@@ -37,19 +37,19 @@ import httpx
 from PIL import Image
 
 from app.quality.scenes import SHAPES, Scene, scene_at, square_settings
-from scripts.labelstudio_checks import (
+from tests.harness.labelstudio_checks import (
     Expected,
     backend_requests,
     check_prediction,
     request_problems,
 )
-from scripts.labelstudio_client import LabelStudio
-from scripts.labelstudio_detection import (
+from tests.harness.labelstudio_client import LabelStudio
+from tests.harness.labelstudio_detection import (
     DetectionOutcome,
     run_detection_project,
     start_detector_camserve,
 )
-from scripts.labelstudio_servers import (
+from tests.harness.labelstudio_servers import (
     REPO_ROOT,
     Admin,
     BasicAuth,
@@ -57,7 +57,7 @@ from scripts.labelstudio_servers import (
     start_camserve,
     start_label_studio,
 )
-from scripts.live_server import ServerError, ServerProcess
+from tests.harness.live_server import ServerError, ServerProcess
 
 __all__ = [
     "INSTALL_HINT",

@@ -2,7 +2,7 @@
 
 Each server gets a free port, its own working folder, an environment with nothing inherited
 that configures camserve, Label Studio or a Python environment, and a log file for its output
-(``scripts.live_server`` starts, polls and stops them).
+(``tests.harness.live_server`` starts, polls and stops them).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts import live_server
-from scripts.live_server import LOOPBACK, ServerProcess, start_server
+from tests.harness import live_server
+from tests.harness.live_server import LOOPBACK, ServerProcess, start_server
 
 __all__ = [
     "REPO_ROOT",
@@ -25,7 +25,7 @@ __all__ = [
     "start_label_studio",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 PREDICTION_VALIDATION_FLAG = "fflag_feat_utc_210_prediction_validation_15082025"
 

@@ -3,7 +3,7 @@ file, polled until a path answers 200 (or, for a server without HTTP, until its 
 connection), and stopped by its PID (SIGTERM, then SIGKILL).
 
 The one helper for this job: the integration tests, the benchmarks, the Label Studio
-end-to-end script and FiftyOne's mongod (``scripts/fiftyone_env.py``) all start their servers
+end-to-end script and FiftyOne's mongod (``tests/harness/fiftyone_env.py``) all start their servers
 with it. ``start_camserve`` runs
 ``python -m app serve``; ``start_server`` runs any command that takes the port.
 """

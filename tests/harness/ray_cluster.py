@@ -22,7 +22,7 @@ import ray
 from ray import serve
 from ray.cluster_utils import Cluster
 
-from scripts.live_server import free_port
+from tests.harness.live_server import free_port
 
 __all__ = [
     "THROUGHPUT_MODE",

@@ -1,4 +1,4 @@
-"""scripts/fiftyone_env.py: where FiftyOne's environment is found, the mongod it runs (on
+"""tests/harness/fiftyone_env.py: where FiftyOne's environment is found, the mongod it runs (on
 127.0.0.1 only, gone once stopped), and failures inside FiftyOne reported to the caller."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.fiftyone_env import (
+from tests.harness.fiftyone_env import (
     FiftyOne,
     FiftyOneEnv,
     FiftyOneJobError,
@@ -17,7 +17,7 @@ from scripts.fiftyone_env import (
     fiftyone_required,
     locate_fiftyone,
 )
-from scripts.live_server import LOOPBACK
+from tests.harness.live_server import LOOPBACK
 
 ROOT = Path(__file__).resolve().parents[2]
 CLASHES = {"starlette", "python-dateutil"}

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from label_studio_sdk.converter.brush import mask2rle
 
-from scripts.labelstudio_checks import Expected, brush_mask, check_prediction
+from tests.harness.labelstudio_checks import Expected, brush_mask, check_prediction
 
 VERSION = "camserve-0.0.0:shapes:gradcam:layer4"
 SIZE = (96, 64)
@@ -38,7 +38,7 @@ def made_up_prediction(box: tuple[int, int, int, int], label: str) -> dict[str, 
         "height": 100 * (y1 - y0) / height,
     }
     region = {"original_width": width, "original_height": height, "to_name": "image"}
-    values = {
+    values: dict[str, dict[str, Any]] = {
         "rectanglelabels": rectangle,
         "polygonlabels": {"points": points},
         "brushlabels": {"format": "rle", "rle": mask2rle(box_mask(box))},

@@ -1,5 +1,5 @@
 """A real camserve server in a subprocess (``python -m app serve``, started with the shared
-``scripts.live_server`` helper), and ways to talk to it in tests.
+``tests.harness.live_server`` helper), and ways to talk to it in tests.
 
 Every server listens on 127.0.0.1 only, writes its stdout and stderr to a log file (attached to
 the report of a failing test by ``conftest.py``), and is stopped with SIGTERM.
@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 from PIL import Image
 
-from scripts.live_server import (
+from tests.harness.live_server import (
     MetricsSnapshot,
     ServerProcess,
     camserve_environment,

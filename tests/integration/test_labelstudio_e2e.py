@@ -1,4 +1,4 @@
-"""camserve as the ML backend of a real Label Studio (``scripts/labelstudio_e2e.py``).
+"""camserve as the ML backend of a real Label Studio (``tests/harness/labelstudio_e2e.py``).
 
 The end-to-end test starts Label Studio from its own virtual environment (found through
 ``LABEL_STUDIO_BIN`` or ``.venv-labelstudio``) and fails, saying how to install
@@ -15,15 +15,15 @@ import torch
 
 from app.labeling.label_config import CONTROL_KINDS, parse_label_config
 from app.quality.scenes import SHAPES
-from scripts.labelstudio_detection import IMAGE_SIZE, detection_config, pixel_box
-from scripts.labelstudio_e2e import (
+from tests.dense_matching import assert_decisive, assert_same_detections, detection_lists
+from tests.harness.labelstudio_detection import IMAGE_SIZE, detection_config, pixel_box
+from tests.harness.labelstudio_e2e import (
     INSTALL_HINT,
     label_config,
     locate_label_studio,
     run_e2e,
     scene_tasks,
 )
-from tests.dense_matching import assert_decisive, assert_same_detections, detection_lists
 from tests.support import DENSE_LABELS
 
 

@@ -28,8 +28,8 @@ from app.engine.models.segmenters import SegmentationScores, segment
 from app.labeling.fiftyone_dense import export_dense_images, segmenter_engine
 from app.labeling.fiftyone_export import CamFieldOptions
 from app.serving.served_models import find_spec
-from scripts.fiftyone_env import FiftyOne
 from tests.dense_matching import assert_decisive, assert_same_detections
+from tests.harness.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
 from tests.support import BROKEN_PNG, write_dense_models, write_scenes
 

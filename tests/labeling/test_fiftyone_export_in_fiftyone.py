@@ -18,7 +18,7 @@ from app.engine.images.regions import parse_threshold
 from app.engine.models.registry import load_model
 from app.labeling.fiftyone_export import CamFieldOptions, export_images, heatmap_path
 from app.serving.served_models import find_spec
-from scripts.fiftyone_env import FiftyOne
+from tests.harness.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import (
     assert_loaded_as_written,
     png_pixels,

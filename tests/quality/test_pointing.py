@@ -15,7 +15,7 @@ from app.engine.fusion import FUSED_LAYER
 from app.quality.composites import composites
 from app.quality.pointing import StudyTally, study_composites
 from app.quality.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
-from scripts.cam_peers import peer_map
+from tests.harness.cam_peers import peer_map
 
 COMPOSITES = 30
 SEED = 1

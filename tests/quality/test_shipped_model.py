@@ -20,7 +20,7 @@ from app.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, SceneSettings, sc
 from app.quality.shape_check import check_shapes
 from app.quality.training import HELD_OUT_SEED, TRAIN_SEED, evaluate_accuracy
 from app.serving.served_models import find_spec
-from scripts.make_samples import LEAST_PROBABILITY, best_samples
+from scripts.assets.make_samples import LEAST_PROBABILITY, best_samples
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "models"

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from app.serving.healthcheck import check, main
-from scripts.live_server import LOOPBACK, free_port
+from tests.harness.live_server import LOOPBACK, free_port
 
 
 @contextmanager

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from app.serving.prometheus import Metrics
-from scripts.live_server import MetricsSnapshot
+from tests.harness.live_server import MetricsSnapshot
 
 
 def test_each_instance_has_its_own_registry() -> None:

@@ -24,7 +24,6 @@ from app.engine.engine import CamEngine
 from app.engine.images.preprocess import Preprocessing
 from app.engine.images.render import normalize_maps
 from app.engine.models.sources.transformer_layers import transformer_default_layer
-from scripts.cam_peers import PYTORCH_GRAD_CAM
 from tests.engine.source_models import (
     Logits,
     randomise_zero_heads,
@@ -32,6 +31,7 @@ from tests.engine.source_models import (
     tiny_hf_convnext,
     tiny_hf_vit,
 )
+from tests.harness.cam_peers import PYTORCH_GRAD_CAM
 
 REFERENCE = PYTORCH_GRAD_CAM
 TARGET = 3

@@ -1,4 +1,4 @@
-"""scripts/make_photo_samples.py: the shipped photos are small JPEGs it writes, with a NOTICE
+"""scripts/assets/make_photo_samples.py: the shipped photos are small JPEGs it writes, with a NOTICE
 that names each one's source and licence."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from scripts.make_photo_samples import (
+from scripts.assets.make_photo_samples import (
     LONG_SIDES,
     MAX_BYTES,
     NOTICE_NAME,

@@ -1,5 +1,6 @@
-"""The shape samples in app/web/static/samples/shapes are the ones scripts/make_samples.py writes
-(tests/quality/test_shipped_model.py checks that the model reads each one right)."""
+"""The shape samples in app/web/static/samples/shapes are the ones
+scripts/assets/make_samples.py writes (tests/quality/test_shipped_model.py checks that the model
+reads each one right)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from PIL import Image
 
 from app.quality.scenes import SHAPES
-from scripts.make_samples import SAMPLES_DIR, write_samples
+from scripts.assets.make_samples import SAMPLES_DIR, write_samples
 
 
 def test_the_shipped_samples_are_small_and_regenerated_byte_for_byte(tmp_path: Path) -> None:

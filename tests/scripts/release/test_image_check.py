@@ -1,4 +1,4 @@
-"""The parts of scripts/image_check.py that need no container engine: how this machine's pip
+"""The parts of scripts/release/image_check.py that need no container engine: how this machine's pip
 configuration is handed to the build, and the models folder that the container mounts."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.models.manifest import load_manifests
-from scripts import image_check
+from scripts.release import image_check
 
 
 def test_pip_settings_are_read_as_pip_config_list_prints_them(
