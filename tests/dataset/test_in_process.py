@@ -1,0 +1,57 @@
+"""A dataset job in this process: the actor's ``Explainer`` fed a batch of ``rows_per_batch``
+images at a time, one Parquet file per batch, the caller told of every image done."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from PIL import Image
+
+from app.dataset.explained import ExplainOptions
+from app.dataset.in_process import explain_in_process
+from app.dataset.inputs import list_images
+from app.dataset.job import DatasetJob
+from app.dataset.output_files import parquet_files, read_rows
+from app.quality.scenes import scene_at, square_settings
+from app.serving.served_models import find_spec
+from tests.support import BROKEN_PNG, SHIPPED_MODELS
+
+SIZES = [64, 72, 80, 88, 96]
+
+
+def test_each_batch_is_one_file_and_every_image_is_reported(tmp_path: Path) -> None:
+    folder = tmp_path / "scenes"
+    folder.mkdir()
+    for index, size in enumerate(SIZES):
+        Image.fromarray(scene_at(3, index, square_settings(size)).image).save(
+            folder / f"scene{index}.png"
+        )
+    (folder / "broken.png").write_bytes(BROKEN_PNG)
+    output = tmp_path / "rows"
+    output.mkdir()
+    job = DatasetJob(
+        source=str(folder),
+        output=str(output),
+        spec=find_spec(SHIPPED_MODELS, "shapes"),
+        options=ExplainOptions(methods=("gradcam", "eigencam"), batch_size=2),
+        rows_per_batch=4,
+        device="cpu",
+    )
+    reported: list[int] = []
+
+    outcomes = explain_in_process(job, list_images(str(folder)), reported.append)
+
+    assert len(parquet_files(str(output))) == 2  # 6 images, 4 a batch
+    # after each engine call: broken.png (an error row) with scene0 and scene1, then scene2,
+    # the last of the first batch, alone; then the second batch's two
+    assert reported == [3, 1, 2]
+    rows = read_rows(str(output)).to_pylist()
+    per_image = Counter(row["image_id"] for row in rows)
+    assert per_image == {f"scene{i}.png": 2 for i in range(len(SIZES))} | {"broken.png": 1}
+    assert {row["method"] for row in rows if row["error"] is None} == {"gradcam", "eigencam"}
+    by_image = {row["image_id"]: row for row in outcomes.to_pylist()}
+    assert by_image["broken.png"]["rows"] == 1
+    assert "not an image" in by_image["broken.png"]["error"]
+    assert {by_image[f"scene{i}.png"]["rows"] for i in range(len(SIZES))} == {2}
+    assert [by_image[f"scene{i}.png"]["error"] for i in range(len(SIZES))] == [None] * len(SIZES)
