@@ -53,7 +53,9 @@ def test_each_image_gets_its_own_rows_in_order_and_bad_files_their_reason(
 
     rows = read_rows(explainer.output).to_pylist()
     assert len(parquet_files(explainer.output)) == 1
-    assert outcomes == [{"image_id": row["image_id"], "error": row["error"]} for row in rows]
+    assert outcomes == [
+        {"image_id": row["image_id"], "error": row["error"], "rows": 1} for row in rows
+    ]
     errors = {row["image_id"]: row["error"] for row in rows if row["error"] is not None}
     assert errors.keys() == {"missing.png", "broken.png"}
     assert errors["missing.png"] == "no such file"
