@@ -3,6 +3,9 @@ images at a time, one Parquet file per batch, the caller told of every image don
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +20,7 @@ from app.quality.scenes import scene_at, square_settings
 from app.serving.served_models import find_spec
 from tests.support import BROKEN_PNG, SHIPPED_MODELS
 
+REPO = Path(__file__).resolve().parents[2]
 SIZES = [64, 72, 80, 88, 96]
 
 
@@ -55,3 +59,31 @@ def test_each_batch_is_one_file_and_every_image_is_reported(tmp_path: Path) -> N
     assert "not an image" in by_image["broken.png"]["error"]
     assert {by_image[f"scene{i}.png"]["rows"] for i in range(len(SIZES))} == {2}
     assert [by_image[f"scene{i}.png"]["error"] for i in range(len(SIZES))] == [None] * len(SIZES)
+
+
+def test_a_job_in_this_process_never_imports_ray(tmp_path: Path) -> None:
+    """Ray Data alone takes seconds to import: a small job pays nothing of it."""
+    folder = tmp_path / "scenes"
+    folder.mkdir()
+    Image.fromarray(scene_at(3, 0, square_settings(64)).image).save(folder / "scene.png")
+    program = (
+        "import sys\n"
+        "from app.dataset.job import DatasetJob, explain_dataset\n"
+        "from pathlib import Path\n"
+        "from app.serving.served_models import find_spec\n"
+        f"job = DatasetJob({str(folder)!r}, {str(tmp_path / 'rows')!r}, "
+        f"find_spec(Path({str(SHIPPED_MODELS)!r}), 'shapes'), device='cpu')\n"
+        "summary = explain_dataset(job)\n"
+        "print(summary.images, summary.rows, 'ray' in sys.modules)\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=240,
+        cwd=REPO,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert finished.stdout.split() == ["1", "1", "False"]
