@@ -23,6 +23,7 @@ from tests.integration.live import LiveServer
 from tests.support import image_bytes
 from tests.web.pages import (
     BROKEN_MODEL,
+    DESKTOP,
     PHONE,
     WebPage,
     expected_overlay,
@@ -99,10 +100,11 @@ def test_the_models_that_failed_are_listed_with_why(web: WebPage, server: LiveSe
     expect(notice).to_be_visible()
     expect(notice.locator("li")).to_have_text([f"{BROKEN_MODEL}: {failed[BROKEN_MODEL]}"])
     assert "missing.pt" in failed[BROKEN_MODEL]
-    assert web.page.locator("#model option").all_inner_texts() == [
-        "mini (mobilenet_v3_small)",
-        "tiny (resnet18)",
-    ]
+    assert web.page.locator("#model option").all_inner_texts() == ["mini", "tiny"]
+    titles = web.page.locator("#model option").evaluate_all(
+        "(options) => options.map((option) => option.title)"
+    )
+    assert titles == ["mini (mobilenet_v3_small)", "tiny (resnet18)"]
     web.screenshot("failed-models")
 
 
@@ -129,20 +131,24 @@ def test_methods_by_classes_lay_out_as_a_labelled_grid(web: WebPage, photo: Path
     )
     cards = web.cards()
     assert [(c["classIndex"], c["method"]) for c in cards] == [
-        (str(p["index"]), method)
-        for p in (first, second)
-        for method in ("gradcam", "layercam", "eigencam")
-    ]
+        (str(first["index"]), "gradcam"),
+        (str(first["index"]), "layercam"),
+        (None, "eigencam"),
+        (str(second["index"]), "gradcam"),
+        (str(second["index"]), "layercam"),
+    ], "Eigen-CAM is class-agnostic: one card, in the first row"
     boxes = boxes_of(web, "#results .card")
     heads = boxes_of(web, "#results .grid-column-head")
-    rows = [boxes[:3], boxes[3:]]
-    for row in rows:
+    upper, lower = boxes[:3], boxes[3:]  # the lower row has no Eigen-CAM card of its own
+    for row in (upper, lower):
         assert len({round(box["y"]) for box in row}) == 1, "a class's cards share a row"
-    for column in range(3):
-        xs = {round(heads[column]["x"]), *(round(row[column]["x"]) for row in rows)}
+    for column, head in enumerate(heads):
+        below = [row[column] for row in (upper, lower) if column < len(row)]
+        xs = {round(head["x"]), *(round(box["x"]) for box in below)}
         assert len(xs) == 1, "a method's cards and its heading share a column"
-    assert rows[1][0]["y"] >= rows[0][0]["y"] + rows[0][0]["height"]
+    assert lower[0]["y"] >= upper[0]["y"] + upper[0]["height"]
     assert all(box["width"] >= 190 for box in boxes), "cards stay readable"
+    expect(web.page.locator("#status")).to_have_text("5 heatmaps from tiny, layer layer4.")
     web.screenshot("grid")
 
 
@@ -242,3 +248,97 @@ def test_a_sample_is_explained_as_if_it_were_uploaded(web: WebPage, server: Live
     expected = expected_overlay(original, heatmap_of(body["explanations"][0]), "jet", 0.5)
     assert np.array_equal(web.canvas(), expected)
     web.screenshot("sample")
+
+
+LONG_NAMES = {"tiny": "efficientnet_lite0", "mini": "shapes-segmenter"}
+"""The shipped models' longest names, given to the test models (as the page lists them)."""
+
+
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
+def test_the_model_choice_shows_each_name_whole(
+    web: WebPage, server: LiveServer, viewport: str
+) -> None:
+    listing = httpx.get(server.url("/v1/models"), timeout=10).json()
+    renamed = {
+        **listing,
+        "models": [
+            {**model, "name": LONG_NAMES[model["name"]], "architecture": LONG_NAMES[model["name"]]}
+            for model in listing["models"]
+        ],
+    }
+    web.page.route("**/v1/models", lambda route: route.fulfill(json=renamed))
+    web.page.set_viewport_size(PHONE if viewport == "phone" else DESKTOP)
+    web.page.reload()
+    expect(web.page.locator("#model option")).to_have_count(2)
+
+    for name in LONG_NAMES.values():
+        web.page.select_option("#model", name)
+        room = web.page.eval_on_selector(
+            "#model",
+            """(select) => {
+                const style = getComputedStyle(select);
+                const context = document.createElement('canvas').getContext('2d');
+                context.font = style.font;
+                const text = context.measureText(select.selectedOptions[0].textContent).width;
+                const inner = select.clientWidth - parseFloat(style.paddingLeft)
+                    - parseFloat(style.paddingRight);
+                return { text, inner };
+            }""",
+        )
+        arrow = 24  # the drop-down arrow's room, at the right of the select
+        assert room["text"] <= room["inner"] - arrow, (name, room)
+        expect(web.page.locator("#model option:checked")).to_have_text(name)
+    web.screenshot("long-names")
+
+
+def test_on_a_phone_a_cards_buttons_share_one_line(web: WebPage, photo: Path) -> None:
+    web.page.set_viewport_size(PHONE)
+    upload_tiny(web, photo)
+    web.screenshot("buttons")
+
+    card = box_of(web, "#results .card")
+    buttons = boxes_of(web, "#results .card .downloads button")
+    assert len(buttons) == 3
+    assert len({round(button["y"]) for button in buttons}) == 1, buttons
+    for button in buttons:
+        assert button["x"] >= card["x"]
+        assert button["x"] + button["width"] <= card["x"] + card["width"]
+    labels = web.page.locator("#results .card .downloads button").evaluate_all(
+        "(buttons) => buttons.map((button) => button.getAttribute('aria-label'))"
+    )
+    caption = web.cards()[0]["caption"]
+    method, rest = caption.split(" ", 1)
+    label, probability = rest.rsplit(" ", 1)
+    named = f"{method}, {label} ({probability})"
+    assert labels == [
+        f"Enlarge: {named}",
+        f"Download the overlay (PNG): {named}",
+        f"Download the heatmap (PNG): {named}",
+    ]
+
+
+def test_after_a_failed_request_no_earlier_result_stays_on_the_page(
+    web: WebPage, photo: Path
+) -> None:
+    upload_tiny(web, photo)
+    expect(web.page.locator("#results .card")).to_have_count(1)
+    web.page.eval_on_selector(
+        "#layer", "(select) => select.append(new Option('a layer it lacks', 'missing'))"
+    )
+
+    refused = web.explain_after("select_option", "#layer", "missing")
+
+    assert refused["error"]["code"] == "unknown_layer"
+    expect(web.page.locator("#error")).to_have_text(refused["error"]["message"])
+    expect(web.page.locator("#results .card")).to_have_count(0)
+    expect(web.page.locator("#results")).to_be_empty()
+    expect(web.page.locator("#headline")).to_be_hidden()
+    expect(web.page.locator("#status")).to_have_text("")
+    web.screenshot("refused")
+
+    again = web.explain_after("select_option", "#layer", "layer3")
+    assert again["layer"] == "layer3"
+    expect(web.page.locator("#error")).to_have_text("")
+    expect(web.page.locator("#results .card")).to_have_count(1)
+    expect(web.page.locator("#headline")).to_be_visible()
+    expect(web.page.locator("#status")).to_have_text("1 heatmap from tiny, layer layer3.")

@@ -6,12 +6,14 @@
 
 import { Api } from './api.js';
 import { ExplanationCard, methodName, percent } from './cards.js';
+import { checkedValues, choice, keepOneChecked } from './choices.js';
 import { drawDetections, listDetections, stageOf } from './detections.js';
 import { DetectorAnswers } from './detector.js';
 import { showFailedModels } from './failedmodels.js';
 import { ResultsGrid } from './grid.js';
 import { watchImageInput } from './imageinput.js';
 import { isRemembered, storedKey, storeKey } from './keystore.js';
+import { fillMethods } from './methods.js';
 import { decodeHeatmap, decodeImage, loadColormaps } from './pixels.js';
 import { listSamples, markChosenSample, sampleFile, showSamples } from './samples.js';
 import { addMaskLayer, maskImage, showLegend, showMaskLayers } from './segments.js';
@@ -88,6 +90,7 @@ const state = {
   explained: new Map(), // `${method}|${classIndex}` → {entry, heatmap}
   detector: new DetectorAnswers(), // a detector's detections and their maps
   selected: 0, // the index of the chosen detection
+  headline: null, // {label, probability, note} shown large above the results
   segments: [], // a segmenter's `segments`, largest first
   masks: null, // ImageData of those segments' masks, coloured per class
   served: null, // {model, layer} of the latest answer
@@ -129,13 +132,11 @@ function bindControls() {
     forgetPredictions();
     update();
   });
-  for (const select of [ui.layer, ui.threshold]) {
-    select.addEventListener('change', () => {
-      state.explained.clear();
-      state.detector.reset();
-      update();
-    });
-  }
+  ui.layer.addEventListener('change', () => {
+    fillMethods(ui.methods, currentModel(), chosenLayer(), currentModel()?.default_method ?? DEFAULT_METHOD);
+    explainAnew();
+  });
+  ui.threshold.addEventListener('change', explainAnew);
   ui.scoreThreshold.addEventListener('input', showScoreThreshold);
   ui.scoreThreshold.addEventListener('change', update);
   ui.maxDetections.addEventListener('change', update);
@@ -149,6 +150,13 @@ function bindControls() {
   ui.alpha.addEventListener('input', repaint);
   ui.colormap.addEventListener('change', repaint);
   ui.boxes.addEventListener('change', repaint);
+}
+
+/** Another layer or box threshold: every kept explanation is out of date. */
+function explainAnew() {
+  state.explained.clear();
+  state.detector.reset();
+  update();
 }
 
 // ---------------------------------------------------------------------------- API key, models
@@ -206,9 +214,12 @@ function noModelsYet(failed) {
 /** Fill the model list, keeping the chosen model if it is still served; true if it changed. */
 function fillModels() {
   const previous = ui.model.value;
-  const options = state.models.map(
-    (model) => new Option(`${model.name} (${model.architecture})`, model.name),
-  );
+  // The name alone, so that it fits the select; the architecture is the option's title.
+  const options = state.models.map((model) => {
+    const option = new Option(model.name, model.name);
+    option.title = `${model.name} (${model.architecture})`;
+    return option;
+  });
   ui.model.replaceChildren(...options);
   if (state.models.some((model) => model.name === previous)) ui.model.value = previous;
   fillModelControls();
@@ -237,7 +248,12 @@ function fillModelControls() {
   ui.classesField.hidden = isDetector();
   ui.classesKind.textContent = currentTask() === 'segmentation' ? '(largest by area)' : '(top predictions)';
   ui.layer.replaceChildren(...layerOptions(model));
-  fillMethods(model?.methods ?? [], model?.default_method);
+  fillMethods(ui.methods, model, chosenLayer(), model?.default_method ?? DEFAULT_METHOD);
+}
+
+/** The layer the next request explains: the chosen one, or the model's default. */
+function chosenLayer() {
+  return ui.layer.value || (currentModel()?.default_layer ?? '');
 }
 
 function layerOptions(model) {
@@ -247,17 +263,6 @@ function layerOptions(model) {
     new Option(`${model.default_layer} (default)`, ''),
     ...others.map((layer) => new Option(layer, layer)),
   ];
-}
-
-/** One checkbox per method, keeping the chosen ones the model also offers; none chosen yet:
- * the model's own default method. */
-function fillMethods(methods, defaultMethod = DEFAULT_METHOD) {
-  const kept = chosenMethods().filter((method) => methods.includes(method));
-  const fallback = methods.includes(defaultMethod) ? defaultMethod : methods[0];
-  const checked = new Set(kept.length > 0 ? kept : [fallback]);
-  ui.methods.replaceChildren(
-    ...methods.map((method) => choice('method', method, methodName(method), checked.has(method))),
-  );
 }
 
 function fillColormaps() {
@@ -325,6 +330,7 @@ function forgetPredictions() {
   ui.detectionPanel.hidden = true;
   ui.segmentPanel.hidden = true;
   ui.classes.replaceChildren(classesHint);
+  state.headline = null;
   ui.headline.hidden = true;
 }
 
@@ -351,6 +357,7 @@ async function update() {
   } catch (error) {
     if (run.signal.aborted) return;
     setStatus('');
+    hideResults();
     showError(error);
   } finally {
     if (state.run === run) {
@@ -369,7 +376,7 @@ async function explainTopPrediction(signal) {
   throwIfAborted(signal);
   state.predictions = response.predictions;
   state.segments = response.segments ?? [];
-  showHeadline(response);
+  state.headline = classHeadline(response);
   ui.classes.replaceChildren(
     ...response.predictions.map((prediction, rank) =>
       choice('class', String(prediction.index), prediction.label, rank === 0, percent(prediction.probability)),
@@ -377,15 +384,21 @@ async function explainTopPrediction(signal) {
   );
 }
 
-/** The top prediction, large, above the results. */
-function showHeadline(response) {
+/** The top prediction (a segmenter's largest class) as the headline, or null. */
+function classHeadline(response) {
   const [top] = response.predictions;
-  ui.headline.hidden = !top;
-  if (!top) return;
-  ui.headlineLabel.textContent = top.label;
-  ui.headlineProbability.textContent = percent(top.probability);
-  const segmenter = response.task === 'segmentation';
-  ui.headlineModel.textContent = `${segmenter ? 'largest class' : 'top prediction'} of ${response.model}`;
+  if (!top) return null;
+  const kind = response.task === 'segmentation' ? 'largest class' : 'top prediction';
+  return { label: top.label, probability: top.probability, note: `${kind} of ${response.model}` };
+}
+
+/** The headline, large, above the results (hidden when null). */
+function showHeadline(headline) {
+  ui.headline.hidden = !headline;
+  if (!headline) return;
+  ui.headlineLabel.textContent = headline.label;
+  ui.headlineProbability.textContent = percent(headline.probability);
+  ui.headlineModel.textContent = headline.note;
 }
 
 /** A detector's view: boxes above the score threshold, at most the chosen number. */
@@ -419,15 +432,9 @@ async function explainDetections(signal) {
   }
   const shown = state.detector.shown(view);
   if (!shown.some((detection) => detection.index === state.selected)) state.selected = shown[0]?.index ?? 0;
-  showDetectionHeadline(shown[0]);
-}
-
-function showDetectionHeadline(best) {
-  ui.headline.hidden = !best;
-  if (!best) return;
-  ui.headlineLabel.textContent = best.label;
-  ui.headlineProbability.textContent = percent(best.score);
-  ui.headlineModel.textContent = `best detection of ${state.served.model}`;
+  const best = shown[0];
+  const note = `best detection of ${state.served.model}`;
+  state.headline = best ? { label: best.label, probability: best.score, note } : null;
 }
 
 /**
@@ -537,6 +544,10 @@ function explainedFor(method, classIndex) {
   );
 }
 
+function isClassAgnostic(method) {
+  return state.explained.has(explainedKey(method, ANY_CLASS));
+}
+
 function isExplained(method, classIndex) {
   return explainedFor(method, classIndex) !== undefined;
 }
@@ -544,17 +555,12 @@ function isExplained(method, classIndex) {
 // ---------------------------------------------------------------------------- showing
 
 /**
- * A class-agnostic explanation (Eigen-CAM: one map for every class) shown in a class's row,
- * named after that row's class; any other explanation as it is.
+ * One card per chosen class and method: a grid with a row per class, a column per method. A
+ * class-agnostic method (Eigen-CAM: one map for the image, whatever the class) has one card,
+ * in the first row, spanning every row of its column.
  */
-function forRow(explained, prediction) {
-  if (!explained?.entry.class_agnostic || !prediction) return explained;
-  const { index, label, probability } = prediction;
-  return { ...explained, entry: { ...explained.entry, class_index: index, label, probability } };
-}
-
-/** One card per chosen class and method: a grid with a row per class, a column per method. */
 function render() {
+  showHeadline(state.headline);
   if (isDetector()) renderDetections();
   else renderClasses();
   showSegments();
@@ -563,18 +569,17 @@ function render() {
 
 function renderClasses() {
   const methods = chosenMethods();
-  const rows = chosenClasses().map((classIndex) => {
-    const prediction = state.predictions.find((candidate) => candidate.index === classIndex);
-    return {
-      prediction,
-      cards: methods.map((method) => {
-        const explained = forRow(explainedFor(method, classIndex), prediction);
-        return explained ? new ExplanationCard(ui.cardTemplate, explained, state.fileStem, enlarge) : null;
-      }),
-    };
-  });
+  const shared = new Set(methods.flatMap((method, column) => (isClassAgnostic(method) ? [column] : [])));
+  const rows = chosenClasses().map((classIndex, rank) => ({
+    prediction: state.predictions.find((candidate) => candidate.index === classIndex),
+    cards: methods.map((method, column) => {
+      if (shared.has(column) && rank > 0) return undefined; // the first row's card spans it
+      const explained = explainedFor(method, classIndex);
+      return explained ? new ExplanationCard(ui.cardTemplate, explained, state.fileStem, enlarge) : null;
+    }),
+  }));
   state.cards = rows.flatMap((row) => row.cards).filter(Boolean);
-  const grid = new ResultsGrid(methods.map(methodName), rows);
+  const grid = new ResultsGrid(methods.map(methodName), rows, shared);
   ui.results.replaceChildren(state.cards.length > 1 ? grid.element : (state.cards[0]?.element ?? ''));
   ui.results.classList.toggle('several', state.cards.length > 1);
 }
@@ -638,6 +643,19 @@ function summary() {
   return `${count} ${count === 1 ? 'heatmap' : 'heatmaps'} from ${model}, layer ${layer}.`;
 }
 
+/**
+ * A failed request: take the results off the page, so that none stands under the error as if
+ * it answered the request that failed. What was kept stays: undoing the change shows it again.
+ */
+function hideResults() {
+  state.cards = [];
+  ui.results.replaceChildren();
+  ui.results.classList.remove('several');
+  ui.headline.hidden = true;
+  ui.detectionPanel.hidden = true;
+  ui.segmentPanel.hidden = true;
+}
+
 function setBusy(busy) {
   ui.results.setAttribute('aria-busy', String(busy));
   if (busy) setStatus('Explaining…');
@@ -658,29 +676,7 @@ function clearError() {
   delete ui.error.dataset.code;
 }
 
-// ---------------------------------------------------------------------------- checkbox lists
-
-function choice(name, value, text, checked, note = '') {
-  const label = document.createElement('label');
-  label.className = 'choice';
-  const input = document.createElement('input');
-  input.type = 'checkbox';
-  input.name = name;
-  input.value = value;
-  input.checked = checked;
-  label.append(input, ` ${text}`);
-  if (note) {
-    const detail = document.createElement('span');
-    detail.className = 'probability';
-    detail.textContent = note;
-    label.append(' ', detail);
-  }
-  return label;
-}
-
-function checkedValues(group) {
-  return Array.from(group.querySelectorAll('input:checked'), (input) => input.value);
-}
+// ---------------------------------------------------------------------------- chosen values
 
 function chosenMethods() {
   return checkedValues(ui.methods);
@@ -688,9 +684,4 @@ function chosenMethods() {
 
 function chosenClasses() {
   return checkedValues(ui.classes).map(Number);
-}
-
-/** Unchecking the last box of a list checks it again: something must stay chosen. */
-function keepOneChecked(group, changed) {
-  if (checkedValues(group).length === 0) changed.checked = true;
 }

@@ -24,6 +24,10 @@ export function percent(probability) {
   return `${(100 * probability).toFixed(1)}%`;
 }
 
+/** How a card names the class of a class-agnostic map, and what that means. */
+const AGNOSTIC = 'class-agnostic';
+const AGNOSTIC_NOTE = 'the same map for every class';
+
 export class ExplanationCard {
   /**
    * `explained` is {entry, heatmap}: one entry of /v1/explain's `explanations` and its decoded
@@ -38,11 +42,14 @@ export class ExplanationCard {
     this.canvas.width = this.heatmap.width;
     this.canvas.height = this.heatmap.height;
     const detection = this.entry.detection ?? null;
+    const agnostic = Boolean(this.entry.class_agnostic);
     const which = detection === null ? '' : `-detection${detection}`;
-    this.stem = safeName(`${fileStem}-${this.entry.method}-class${this.entry.class_index}${which}`);
+    const about = agnostic ? '' : `-class${this.entry.class_index}${which}`;
+    this.stem = safeName(`${fileStem}-${this.entry.method}${about}`);
     this.caption();
     this.element.dataset.method = this.entry.method;
-    this.element.dataset.classIndex = String(this.entry.class_index);
+    if (agnostic) this.element.dataset.classAgnostic = 'true';
+    else this.element.dataset.classIndex = String(this.entry.class_index);
     if (detection !== null) this.element.dataset.detection = String(detection);
     this.element.querySelector('[data-enlarge]').addEventListener('click', () => onEnlarge(this));
     this.element.querySelector('[data-download="overlay"]').addEventListener('click', () => {
@@ -53,15 +60,17 @@ export class ExplanationCard {
     });
   }
 
+  /** "Method label probability"; a class-agnostic map (Eigen-CAM) is for no class in particular. */
   caption() {
-    const { method, label, probability } = this.entry;
-    const text = `${methodName(method)}, ${label} (${percent(probability)})`;
+    const { method, label, probability, class_agnostic: agnostic } = this.entry;
+    const about = agnostic ? AGNOSTIC : label;
+    const text = agnostic ? `${methodName(method)}, ${AGNOSTIC}` : `${methodName(method)}, ${label} (${percent(probability)})`;
     this.element.querySelector('.method').textContent = methodName(method);
-    this.element.querySelector('.label').textContent = label;
-    this.element.querySelector('.probability').textContent = percent(probability);
+    this.element.querySelector('.label').textContent = about;
+    this.element.querySelector('.probability').textContent = agnostic ? AGNOSTIC_NOTE : percent(probability);
     this.canvas.setAttribute('aria-label', `${text} heatmap`);
     for (const button of this.element.querySelectorAll('[data-download], [data-enlarge]')) {
-      button.setAttribute('aria-label', `${button.textContent}: ${text}`);
+      button.setAttribute('aria-label', `${button.title}: ${text}`);
     }
   }
 
