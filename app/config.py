@@ -14,9 +14,9 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from app.engine.devices import AUTOCAST_DTYPES
 from app.engine.images.imaging import DEFAULT_MAX_PIXELS
 from app.engine.images.regions import parse_threshold
+from app.engine.models.devices import AUTOCAST_DTYPES
 
 __all__ = ["DEFAULT_MODELS_DIR", "Settings", "load_settings"]
 
@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1, description="Largest width × height (413).")
     max_top_k: int = Field(10, ge=1, description="Largest top_k a request may ask for.")
     score_cam_batch_size: int = Field(64, ge=1, description="Masked inputs per Score-CAM pass.")
+    score_cam_precision: str = Field(
+        "none",
+        description="Precision of Score-CAM's masked passes: none (float32), bf16 (a GPU, or a "
+        "CPU with AVX-512 BF16 or AMX) or fp16 (a GPU); docs/quality.md measures the maps.",
+    )
     api_key: SecretStr | None = Field(
         None, description="When set, /v1 routes need 'Authorization: Bearer <key>'."
     )

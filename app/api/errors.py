@@ -39,6 +39,7 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.CamserveError], int], ...] = (
     (service_errors.PayloadTooLargeError, 413),
     (service_errors.UnsupportedMediaTypeError, 415),
     (errors.ExplanationError, 422),
+    (service_errors.OverDeadlineError, 422),
     (service_errors.QueueFullError, 429),
     (service_errors.NotReadyError, 503),
     (service_errors.ModelUnavailableError, 503),

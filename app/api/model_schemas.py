@@ -34,6 +34,12 @@ class ModelInfo(BaseModel):
     )
     input_size: tuple[int, int]
     device: str
+    score_cam_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Score-CAM's estimated seconds for one image at each offered layer, from "
+        "the model's measured masked-pass time on this device (a request whose estimate exceeds "
+        "the deadline is refused at once with 422 over_deadline).",
+    )
 
 
 class ModelsResponse(BaseModel):

@@ -102,6 +102,12 @@ class CamParams(BaseModel):
         description="Detectors only: explain this box, 'x0,y0,x1,y1' in original pixels, as a "
         "detection of class `target` (required with it) instead of the model's own detections.",
     )
+    scorecam_channels: int | None = Field(
+        None,
+        ge=1,
+        description="Score-CAM only: score the n most varied channels of each layer instead of "
+        "all (Faster Score-CAM); default: every channel.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -129,6 +135,7 @@ class CamParams(BaseModel):
             score_threshold=self.score_threshold,
             box=self.box,
             single=True,
+            channel_budget=self.scorecam_channels,
         )
 
     def _single_layer(self) -> str | None:
@@ -203,6 +210,7 @@ class ExplainParams(CamParams):
             max_detections=self.max_detections,
             box=self.box,
             predictions=self.predictions,
+            channel_budget=self.scorecam_channels,
         )
 
     def included(self) -> tuple[str, ...]:

@@ -26,12 +26,12 @@ from app.cli.common import (
 )
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.detection_maps import DEFAULT_MAX_DETECTIONS, DEFAULT_SCORE_THRESHOLD
-from app.engine.devices import resolve_device
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
 from app.engine.images.image_files import IMAGE_SUFFIXES, InputFile, find_images
 from app.engine.images.regions import parse_threshold
 from app.engine.models.dense import load_dense_model
+from app.engine.models.devices import resolve_device
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import load_model
 from app.labeling.fiftyone_dense import export_dense_images

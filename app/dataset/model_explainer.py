@@ -20,10 +20,10 @@ from app.dataset.explained import (
     with_model_defaults,
 )
 from app.engine.detection_maps import detector_methods_named
-from app.engine.devices import resolve_device
 from app.engine.engine import CamEngine
 from app.engine.errors import ManifestError, MethodNotApplicableError
 from app.engine.models.dense import load_dense_model
+from app.engine.models.devices import resolve_device
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import load_model
 

@@ -20,11 +20,10 @@ from functools import cached_property
 import torch
 from torch import Tensor, nn
 
-from app.engine.capture import hooked_pass, model_input
-from app.engine.devices import resolve_device
 from app.engine.errors import MethodNotApplicableError, UnknownLayerError
 from app.engine.flat_gradients import GradientReach, empty_gradient_flags
 from app.engine.fusion import fused_results, layers_to_capture
+from app.engine.gradients import hooked_pass, model_input
 from app.engine.images.colormaps import DEFAULT_COLORMAP
 from app.engine.images.imaging import ImageInput, as_image_tensor
 from app.engine.images.preprocess import Preprocessing
@@ -32,6 +31,7 @@ from app.engine.images.render import DEFAULT_ALPHA, RenderOptions, render_togeth
 from app.engine.methods import CamMethod, MethodContext, get_method
 from app.engine.models.classifier import CamHead, cam_classifier
 from app.engine.models.dense import LoadedDenseModel
+from app.engine.models.devices import resolve_device
 from app.engine.models.layers import find_candidate_layers, resolve_layer
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.registry import LoadedModel, load_model

@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from app.engine.devices import synchronize
 from app.engine.images.render import normalize_maps
+from app.engine.models.devices import synchronize
 from app.engine.models.segmenters import keeping_last_scores
 from app.engine.models.tokens import class_logits
 

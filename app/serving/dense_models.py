@@ -14,7 +14,8 @@ from app.engine.models.dense import LoadedDenseModel, load_dense_model
 from app.engine.models.manifest import ModelSpec
 from app.serving.detector_jobs import DetectorExplainer, detector_methods
 from app.serving.served_model import ServedModel
-from app.serving.worker import Explainer, warm_up
+from app.serving.warm_up import warm_up
+from app.serving.worker import Explainer
 
 __all__ = ["SEGMENTER_METHODS", "load_dense_explainer"]
 

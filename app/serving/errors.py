@@ -8,6 +8,7 @@ see them; the engine itself never raises one. The HTTP layer maps each to its st
     │   └── BasicAuthError         401  missing or wrong basic auth (Label Studio backend)
     ├── PayloadTooLargeError       413  the upload is larger than allowed
     ├── UnsupportedMediaTypeError  415  the request's content type is not an image
+    ├── OverDeadlineError          422  the request's estimated work exceeds its deadline
     ├── QueueFullError             429  the bounded queue is full (retry later)
     ├── NotReadyError              503  models are still loading
     ├── ModelUnavailableError      503  the model has a manifest but failed to load
@@ -24,6 +25,7 @@ __all__ = [
     "DeadlineExceededError",
     "ModelUnavailableError",
     "NotReadyError",
+    "OverDeadlineError",
     "PayloadTooLargeError",
     "QueueFullError",
     "ShuttingDownError",
@@ -48,6 +50,12 @@ class PayloadTooLargeError(ServiceError, ValueError):
 
 class UnsupportedMediaTypeError(ServiceError, ValueError):
     code = "unsupported_media_type"
+
+
+class OverDeadlineError(ServiceError, ValueError):
+    """Refused before any work: its estimate (Score-CAM's masked passes) exceeds the deadline."""
+
+    code = "over_deadline"
 
 
 class QueueFullError(ServiceError):

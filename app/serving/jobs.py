@@ -45,6 +45,11 @@ class BatchKey:
     ranks: int
     detection: DetectionOptions | None = None
     """A detector's batch-wide options (``None`` for classifiers and segmenters)."""
+    score_cam: bool = False
+    """Whether the jobs ask for Score-CAM: its masked passes run for every image of a batch,
+    so a job that does not ask for it never waits for them."""
+    channel_budget: int | None = None
+    """Score-CAM's channel budget (``None``: every channel)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,8 @@ class Job:
     deadline: float
     """``time.monotonic()`` after which the result is no longer wanted."""
     enqueued_at: float = field(default_factory=time.monotonic)
+    started: bool = False
+    """Set by the worker when the job's batch starts computing (it left the queue)."""
     cancelled: bool = False
     box: tuple[float, float, float, float] | None = None
     """In original pixels: a detector's box to explain (with ``target`` as its class), or the

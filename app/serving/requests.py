@@ -37,6 +37,8 @@ class ExplainRequest:
     """How many predictions the answer lists (classifiers and segmenters)."""
     single: bool = False
     """One map is answered (``/v1/cam``): a detector explains its best detection only."""
+    channel_budget: int | None = None
+    """Score-CAM: score only this many channels per layer (the most varied)."""
 
 
 @dataclass(frozen=True)
@@ -51,3 +53,4 @@ class ValidRequest:
     render: RenderOptions
     detection: DetectionOptions | None = None
     box: tuple[float, float, float, float] | None = None
+    channel_budget: int | None = None

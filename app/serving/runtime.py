@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from app.config import Settings
-from app.engine.devices import resolve_device
+from app.engine.models.devices import resolve_device
 from app.serving.prometheus import Metrics
 from app.serving.served_models import ModelHub
 from app.serving.service import Service

@@ -9,6 +9,7 @@ from app.engine.errors import InvalidTargetError, MethodNotApplicableError
 from app.engine.methods import METHODS
 from app.engine.models.manifest import Task
 from app.engine.targets import class_index
+from app.serving.score_cam_cost import ScoreCamCost
 
 __all__ = ["ServedModel"]
 
@@ -32,9 +33,16 @@ class ServedModel:
     task: Task = "classification"
     methods: list[str] = field(default_factory=lambda: list(METHODS))
     """The methods this model can be explained with."""
+    score_cam: ScoreCamCost | None = None
+    """Score-CAM's measured cost here (classifiers and segmenters)."""
     cam_layers: list[str] = field(default_factory=list)
     """The layers (default and candidates) at which CAM answers (``cam_layers.py``); none for
     a detector or a segmenter, which CAM does not explain."""
+
+    @property
+    def score_cam_seconds(self) -> dict[str, float]:
+        """Score-CAM's estimated seconds per offered layer, for one image."""
+        return {} if self.score_cam is None else self.score_cam.estimates()
 
     @property
     def num_classes(self) -> int:

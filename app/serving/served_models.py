@@ -11,23 +11,26 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 
 import torch
 
 from app.config import Settings
-from app.engine.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError, ManifestError, UnknownModelError
 from app.engine.fusion import FUSED_LAYER, default_layer
 from app.engine.methods import DEFAULT_METHOD, get_method
+from app.engine.models.devices import parse_autocast, parse_score_cam_precision, resolve_device
 from app.engine.models.manifest import ModelSpec, load_manifests
 from app.engine.models.registry import LoadedModel, load_model
 from app.serving.cam_layers import cam_layers
 from app.serving.dense_models import load_dense_explainer
 from app.serving.errors import ModelUnavailableError, NotReadyError
+from app.serving.score_cam_cost import measure_score_cam_cost
 from app.serving.served_model import ServedModel
-from app.serving.worker import Explainer, warm_up
+from app.serving.warm_up import warm_up
+from app.serving.worker import Explainer
 
 __all__ = [
     "HubSnapshot",
@@ -86,6 +89,7 @@ class ModelHub:
         try:
             device = resolve_device(self.settings.device)
             autocast = parse_autocast(self.settings.autocast, device)
+            masked_dtype = parse_score_cam_precision(self.settings.score_cam_precision, device)
         except ValueError as error:
             for spec in self.specs:
                 self._fail(spec.name, f"model {spec.name!r}: {error}")
@@ -93,7 +97,7 @@ class ModelHub:
             return engines
         try:
             for spec in self.specs:
-                engine = self._load_one(spec, device, autocast)
+                engine = self._load_one(spec, device, autocast, masked_dtype)
                 if engine is not None:
                     engines[spec.name] = engine
         finally:
@@ -101,9 +105,17 @@ class ModelHub:
         return engines
 
     def _load_one(
-        self, spec: ModelSpec, device: torch.device, autocast: torch.dtype | None
+        self,
+        spec: ModelSpec,
+        device: torch.device,
+        autocast: torch.dtype | None,
+        masked_dtype: torch.dtype | None,
     ) -> Explainer | None:
-        load = load_classifier if spec.task == "classification" else load_dense_explainer
+        load = (
+            partial(load_classifier, score_cam_dtype=masked_dtype)
+            if spec.task == "classification"
+            else load_dense_explainer
+        )
         try:
             explainer, served = load(
                 spec,
@@ -177,12 +189,18 @@ def load_classifier(
     device: torch.device,
     autocast: torch.dtype | None,
     score_cam_batch_size: int,
+    score_cam_dtype: torch.dtype | None = None,
 ) -> tuple[CamEngine, ServedModel]:
-    """A classifier's engine on ``device``, warmed up, and what the API says of it."""
+    """A classifier's engine on ``device``, warmed up, and what the API says of it (with
+    Score-CAM's cost here, measured now)."""
     method = get_method(spec.method or DEFAULT_METHOD).name
     loaded = load_model(spec)
     engine = CamEngine.from_loaded(
-        loaded, device=device, autocast=autocast, score_cam_batch_size=score_cam_batch_size
+        loaded,
+        device=device,
+        autocast=autocast,
+        score_cam_batch_size=score_cam_batch_size,
+        score_cam_dtype=score_cam_dtype,
     )
     warm_up(engine)
     fused = [FUSED_LAYER] if engine.fusion_layers else []
@@ -203,6 +221,9 @@ def load_classifier(
         input_size=engine.preprocessing.input_size,
         device=str(engine.device),
         cam_layers=cam_layers(engine, [*candidates, layer]),
+        score_cam=measure_score_cam_cost(
+            engine, [engine.layer, *engine.candidate_layers], FUSED_LAYER
+        ),
     )
     return engine, served
 

@@ -26,7 +26,7 @@ from app.engine.images.colormaps import validate_colormap
 from app.engine.images.imaging import DecodedImage, decode_image, encode_image
 from app.engine.images.render import validate_alpha
 from app.engine.methods import get_method
-from app.serving.errors import DeadlineExceededError, ShuttingDownError
+from app.serving.errors import DeadlineExceededError, OverDeadlineError, ShuttingDownError
 from app.serving.prometheus import Metrics
 from app.serving.requests import ExplainRequest, ValidRequest
 from app.serving.served_models import ModelHub, ServedModel
@@ -39,6 +39,8 @@ from app.serving.task_options import (
 from app.serving.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions, Reservation
 
 __all__ = ["ClientDisconnectedError", "Outcome", "Service"]
+
+SCORE_CAM = get_method("scorecam").name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -89,7 +91,16 @@ class Service:
             raise InvalidTargetError("give either a target or top_k, not both")
         target = None if wanted.target is None else model.class_index(wanted.target)
         render = RenderOptions(validate_alpha(wanted.alpha), colormap)
-        valid = ValidRequest(model, methods, layers, target, wanted.top_k, render)
+        self._check_score_cam_cost(model, methods, layers, wanted.channel_budget)
+        valid = ValidRequest(
+            model,
+            methods,
+            layers,
+            target,
+            wanted.top_k,
+            render,
+            channel_budget=wanted.channel_budget,
+        )
         if model.task == "detection":
             return detection_request(valid, wanted)
         return region_request(valid, wanted)
@@ -108,8 +119,16 @@ class Service:
         image = await self.in_pool(decode_image, data, max_pixels=self.settings.max_pixels)
         if valid.box is not None:
             check_box_inside(valid.box, (image.height, image.width))
+        score_cam = SCORE_CAM in valid.methods
         job = Job(
-            key=BatchKey(valid.model.name, valid.layers, valid.top_k, valid.detection),
+            key=BatchKey(
+                valid.model.name,
+                valid.layers,
+                valid.top_k,
+                valid.detection,
+                score_cam=score_cam,
+                channel_budget=valid.channel_budget if score_cam else None,
+            ),
             methods=valid.methods,
             image=image.pixels,
             target=valid.target,
@@ -141,10 +160,7 @@ class Service:
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if not done:
-                    raise DeadlineExceededError(
-                        f"no result within the {self.settings.request_timeout_s:g} s deadline; "
-                        "the service is busy, retry later"
-                    )
+                    raise DeadlineExceededError(self._late(jobs))
                 if watcher in done:
                     raise ClientDisconnectedError
                 remaining -= done
@@ -158,6 +174,32 @@ class Service:
                 self.worker.cancel(jobs)
                 for future in remaining:
                     future.cancel()
+
+    def _late(self, jobs: Sequence[Job]) -> str:
+        """Why no result came in time: the queue (the service is busy) or the work itself."""
+        deadline = f"{self.settings.request_timeout_s:g} s deadline"
+        if any(job.started for job in jobs):
+            return (
+                f"the explanation was still computing at the {deadline} (it had left the "
+                "queue): ask for less work, such as fewer Score-CAM channels "
+                "(scorecam_channels) or a layer with fewer channels"
+            )
+        return f"still queued at the {deadline}: the service is busy, retry later"
+
+    def _check_score_cam_cost(
+        self,
+        model: ServedModel,
+        methods: Sequence[str],
+        layers: Sequence[str],
+        budget: int | None,
+    ) -> None:
+        """Refuse at once a Score-CAM request whose estimate exceeds the deadline."""
+        if SCORE_CAM not in methods or model.score_cam is None:
+            return
+        deadline_s = self.settings.request_timeout_s
+        refusal = model.score_cam.refusal(layers, budget, deadline_s, model.device)
+        if refusal is not None:
+            raise OverDeadlineError(refusal)
 
     async def encode(self, pixels: NDArray[np.uint8], image_format: str) -> bytes:
         return await self.in_pool(encode_image, pixels, image_format)

@@ -245,6 +245,8 @@ class BatchingWorker:
         if not live:
             return
         started = time.monotonic()
+        for job in live:
+            job.started = True
         try:
             results = self._compute(live, started)
         except BatchAbandonedError:
@@ -295,6 +297,7 @@ class BatchingWorker:
                 options=[job.render for job in jobs],
                 wanted=[job.methods for job in jobs],
                 checkpoint=checkpoint,
+                channel_budget=key.channel_budget,
             )
         results = _results(explained, jobs, started, key.ranks)
         if segmenter:
@@ -385,16 +388,3 @@ def _maps_on_cpu(layer_maps: Tensor, empty: Tensor, rendered: dict[int, Rendered
     overlays = {index: image.overlays.cpu().numpy() for index, image in rendered.items()}
     heatmaps = {index: image.heatmaps.cpu().numpy() for index, image in rendered.items()}
     return overlays, heatmaps, layer_maps.cpu().numpy(), empty.cpu().numpy()
-
-
-def warm_up(engine: CamEngine) -> None:
-    """One hooked forward and one backward pass, so the first request pays no start-up costs.
-
-    The pass is the probe that settles, once, whether the default layer can carry a gradient
-    (seeded random images, never an all-zero one). A layer that cannot is not a reason to refuse
-    the model: Eigen-CAM, Score-CAM and CAM still explain it, and gradient methods on it are
-    answered with a 422 that says why, which the log repeats now."""
-    refusal = engine.gradient_refusals([engine.layer]).get(engine.layer)
-    if refusal is not None:
-        logger.warning("gradient methods on the default layer will be refused: %s", refusal)
-    _ = engine.candidate_layers

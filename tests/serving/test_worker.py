@@ -14,8 +14,7 @@ import torch
 from torch import Tensor
 
 from app.engine.engine import BatchExplanation, CamEngine
-from app.engine.errors import MethodNotApplicableError, UnknownLayerError, UnknownModelError
-from app.engine.flat_gradients import PROBE_IMAGES
+from app.engine.errors import MethodNotApplicableError, UnknownModelError
 from app.engine.hooks import count_hooks
 from app.engine.images.preprocess import Preprocessing
 from app.engine.images.render import render
@@ -29,9 +28,8 @@ from app.serving.worker import (
     JobResult,
     MethodMaps,
     RenderOptions,
-    warm_up,
 )
-from tests.engine.models_for_tests import ReluGapNet, RoundingNet, SmallConvNet
+from tests.engine.models_for_tests import ReluGapNet, SmallConvNet
 from tests.threads import torch_threads_for_servers
 
 T = TypeVar("T")
@@ -818,43 +816,6 @@ def test_start_up_failure_answers_the_queued_jobs(monkeypatch: pytest.MonkeyPatc
     job = run(scenario())
     assert job.future.done()
     assert isinstance(job.future.exception(), Exception)
-
-
-# ---------------------------------------------------------------------------- warm-up
-
-
-def test_warm_up_never_refuses_a_model_for_a_synthetic_input(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """An all-zero image sends ReluGapNet no gradient at ``features`` (every ReLU at 0): the
-    warm-up used to refuse the model for it. It now warms with one probe pass on random images
-    and settles the layer once; a request's all-zero image gets its empty, flagged map."""
-    torch.manual_seed(0)
-    engine = CamEngine(ReluGapNet(), "features", device="cpu")
-    passes: list[int] = []
-    forward = engine.model.forward
-    monkeypatch.setattr(engine.model, "forward", lambda x: passes.append(len(x)) or forward(x))
-    warm_up(engine)
-    assert passes == [PROBE_IMAGES, 1]  # the probe, then the candidate layers' pass
-    zero = engine.compute(torch.zeros(1, 3, 8, 8), "gradcam")
-    assert zero.empty_maps.tolist() == [[True]]
-    assert float(zero.raw_maps.abs().max()) == 0.0
-    assert passes == [PROBE_IMAGES, 1, 1]  # the request's own pass, no second probe
-    assert count_hooks(engine.model) == 0
-
-
-def test_warm_up_keeps_a_model_whose_default_layer_never_has_a_gradient(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    engine = CamEngine(RoundingNet(), "features", device="cpu")
-    with caplog.at_level("WARNING", logger="app.serving.worker"):
-        warm_up(engine)
-    assert "gradient methods on the default layer will be refused" in caplog.text
-    assert "'features'" in caplog.text
-    batch = torch.randn(2, 3, 8, 8)
-    with pytest.raises(UnknownLayerError, match="zero everywhere"):
-        engine.compute(batch, "gradcam")
-    assert float(engine.compute(batch, "eigencam").layer_maps.max()) == 1.0
 
 
 def test_an_image_without_gradient_gets_the_same_flag_and_map_alone_and_batched() -> None:
