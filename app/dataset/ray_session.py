@@ -37,6 +37,7 @@ __all__ = [
     "RayOutput",
     "quiet_ray_data",
     "ray_connection",
+    "stderr_without",
 ]
 
 LOCAL_RAY_ENVIRONMENT = {
@@ -90,7 +91,7 @@ def ray_connection(
     if address is None:
         for key, value in LOCAL_RAY_ENVIRONMENT.items():
             os.environ.setdefault(key, value)
-        with _environment(output.environment), _stderr_without(output, LEVEL_SET_LINE):
+        with _environment(output.environment), stderr_without(output, LEVEL_SET_LINE):
             ray.init(
                 address="local",  # a new Ray of its own, never one already running here
                 num_cpus=os.cpu_count() or 1,
@@ -101,7 +102,7 @@ def ray_connection(
                 **settings,
             )
     else:
-        with _environment(output.environment), _stderr_without(output, LEVEL_SET_LINE):
+        with _environment(output.environment), stderr_without(output, LEVEL_SET_LINE):
             ray.init(address=address, **settings)
     try:
         yield
@@ -132,7 +133,7 @@ def _environment(settings: Mapping[str, str]) -> Iterator[None]:
 
 
 @contextmanager
-def _stderr_without(output: RayOutput, unwanted: re.Pattern[str]) -> Iterator[None]:
+def stderr_without(output: RayOutput, unwanted: re.Pattern[str]) -> Iterator[None]:
     """Unless verbose: what this process writes to its stderr while the block runs (file
     descriptor 2, so C++ libraries' lines too) is held in a file, then written out without
     the lines ``unwanted`` matches, also where the block fails."""

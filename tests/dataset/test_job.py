@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import torch
 from PIL import Image
 from typer.testing import CliRunner, Result
 
@@ -165,7 +166,9 @@ def test_a_rerun_after_an_interrupted_run_writes_each_image_once(
 
     again = explain_dataset(scenes, output, *METHODS)
     assert again.exit_code == 0
-    assert f"0 images (0 failed) in 0.0 s, 0.00 images/s; {len(SIZES) + 1} already" in again.output
+    assert f"0 images (0 failed), 0 rows in 0.0 s, 0.00 images/s; {len(SIZES) + 1} already" in (
+        again.output
+    )
     assert len(read_rows(str(output))) == len(rows)
 
 
@@ -228,7 +231,15 @@ def test_one_actor_on_a_ray_of_its_own(
         command, check=False, capture_output=True, text=True, timeout=240, cwd=REPO
     )
     assert finished.returncode == 0, finished.stderr[-2000:]
-    assert f"{len(SIZES) + 1} images (1 failed)" in finished.stderr  # the console's summary
+    summary = f"{len(SIZES) + 1} images (1 failed), {len(SIZES) * ROWS_PER_IMAGE + 1} rows in"
+    assert summary in finished.stderr  # the console's summary
+    # camserve's lines only: none of Ray's log lines, warnings or progress bars
+    lines = finished.stderr.splitlines()
+    assert lines[0] == f"{len(SIZES) + 1} images to explain on Ray (--actors given)"
+    assert lines[-1].startswith(summary)
+    others = [line for line in lines[1:-1] if not line.startswith(("explaining ", "failed "))]
+    assert others == []
+    assert f"explaining {len(SIZES) + 1}/{len(SIZES) + 1} images (100%)" in finished.stderr
     key = ("image_id", "method", "rank")
     mine = {tuple(row[k] for k in key): row for row in read_rows(str(output)).to_pylist()}
     theirs = {tuple(row[k] for k in key): row for row in read_rows(str(explained[0])).to_pylist()}
@@ -236,6 +247,68 @@ def test_one_actor_on_a_ray_of_its_own(
     for name, row in mine.items():
         assert row["heatmap_png"] == theirs[name]["heatmap_png"], name
         assert row["score"] == theirs[name]["score"], name
+
+
+def test_this_process_and_ray_write_the_same_rows_and_files(
+    cluster: LocalRay, scenes: Path, tmp_path: Path
+) -> None:
+    """The same folder in this process (``--in-process``) and on the cluster: the same rows,
+    numbers equal to float tolerance, and the same heatmap files, byte for byte. Here the
+    engine has one torch thread, as each actor has: other thread counts round some sums
+    differently, a gray level in a few pixels of a map."""
+    outputs = {}
+    threads = torch.get_num_threads()
+    for place, extra in (
+        ("here", ["--in-process"]),
+        ("ray", ["--actors", "2", "--address", cluster.cluster.address]),
+    ):
+        output = tmp_path / place
+        torch.set_num_threads(1)
+        try:
+            result = runner.invoke(
+                cli,
+                [
+                    *("explain-dataset", str(scenes), "-o", str(output / "rows"), *MODEL),
+                    *(*METHODS, "--heatmaps", "files", "--rows-per-batch", "3", *extra),
+                ],
+            )
+        finally:
+            torch.set_num_threads(threads)
+        assert result.exit_code == 0, result.output
+        on_ray = "on Ray" if place == "ray" else "in this process"
+        assert f"{len(SIZES) + 1} images to explain {on_ray}" in result.output
+        assert f"{len(SIZES) + 1} images (1 failed), {len(SIZES) * 4 + 1} rows in" in result.output
+        outputs[place] = output
+    here, there = (_rows_by_key(outputs[place]) for place in ("here", "ray"))
+    assert here.keys() == there.keys()
+    assert len(here) == len(SIZES) * ROWS_PER_IMAGE + 1
+    for key, row in here.items():
+        numbers, theirs = row.pop("numbers"), there[key].pop("numbers")
+        assert numbers == pytest.approx(theirs, rel=1e-6, abs=1e-6), key
+        assert row == there[key], key
+    files = {place: _files_under(outputs[place] / "rows_heatmaps") for place in outputs}
+    assert len(files["here"]) == len(SIZES) * ROWS_PER_IMAGE
+    assert files["here"] == files["ray"]
+
+
+def _rows_by_key(output: Path) -> dict[tuple[str, str | None, int | None], dict[str, object]]:
+    """Each row by (image, method, rank), its paths relative to where it points and its
+    scores apart, in ``numbers``, for ``pytest.approx``."""
+    rows = {}
+    for row in read_rows(str(output / "rows")).to_pylist():
+        predictions, regions = row.pop("predictions") or [], row.pop("regions") or []
+        row["numbers"] = [row.pop("score") or 0.0, *(p.pop("score") for p in predictions)]
+        row["numbers"] += [r.pop("score") for r in regions]
+        row["predictions"], row["regions"] = predictions, regions
+        row["path"] = Path(row["path"]).name
+        if row["heatmap_path"] is not None:
+            row["heatmap_path"] = str(Path(row["heatmap_path"]).relative_to(output))
+        rows[(row["image_id"], row["method"], row["rank"])] = row
+    return rows
+
+
+def _files_under(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
 def test_a_detector_explains_its_detections_on_the_cluster(
