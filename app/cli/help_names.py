@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from typer._click import Context  # the Context type of the methods overridden below
+from typer._click import Context, HelpFormatter  # the types of the methods overridden below
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+from app.cli.help_layout import ReadableHelpContext, write_command_list, write_plain_help
 
 __all__ = ["ReadableCommand", "ReadableGroup", "readable_metavar", "use_readable_help"]
 
@@ -55,18 +57,33 @@ def _name_values(params: list[Any]) -> None:
 
 
 class ReadableCommand(TyperCommand):
-    """A command whose help names values as ``readable_metavar`` says."""
+    """A command whose help names values as ``readable_metavar`` says, laid out as
+    ``help_layout`` does."""
+
+    context_class = ReadableHelpContext
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _name_values(self.params)
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        write_plain_help(self, ctx, formatter)
 
     def get_help_option(self, ctx: Context) -> TyperOption | None:
         return _flag_shown_bare(super().get_help_option(ctx))
 
 
 class ReadableGroup(TyperGroup):
-    """The command group, whose own ``--help`` is shown without a type."""
+    """The command group, whose own ``--help`` is shown without a type, laid out as
+    ``help_layout`` does."""
+
+    context_class = ReadableHelpContext
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        write_plain_help(self, ctx, formatter)
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        write_command_list(self, ctx, formatter)
 
     def get_help_option(self, ctx: Context) -> TyperOption | None:
         return _flag_shown_bare(super().get_help_option(ctx))
