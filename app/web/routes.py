@@ -3,7 +3,9 @@ the sample images (``/static/samples.json`` lists those in ``static/samples/``).
 
 The samples' groups come from the folder: each sub-folder of ``static/samples/`` is a group
 named after it (``photos/``, ``shapes/``), shown under its own heading on the page; images
-directly in ``static/samples/`` belong to no group. Adding a group is adding a folder.
+directly in ``static/samples/`` belong to no group. Adding a group is adding a folder. A group
+whose folder is named after a served model (``shapes-detector/``, ``shapes-segmenter/``) holds
+that model's samples: the page explains them with it.
 
 The files in ``static/`` are plain HTML, CSS and JavaScript modules (no build step, nothing
 fetched from elsewhere). Each gets its own fixed route, found when this module is imported, so
@@ -131,15 +133,18 @@ async def colormaps() -> JSONResponse:
 
 @router.get(SAMPLES_PATH)
 async def samples() -> JSONResponse:
-    """The sample images the page offers: ``{"samples": [{"name", "url", "bytes", "group"},
-    ...]}``, where the name is the file's stem and the group its sub-folder's name (``null`` for
-    an image directly in ``static/samples/``), both with ``-`` and ``_`` read as spaces."""
+    """The sample images the page offers: ``{"samples": [{"name", "url", "bytes", "group",
+    "folder"}, ...]}``, where the name is the file's stem and the group its sub-folder's name,
+    both with ``-`` and ``_`` read as spaces, and the folder that sub-folder's name as it is
+    (the model the page explains the sample with, if one is served by that name); group and
+    folder are ``null`` for an image directly in ``static/samples/``."""
     listed = [
         {
             "name": _readable(path.stem),
             "url": url,
             "bytes": path.stat().st_size,
             "group": None if path.parent == SAMPLES_DIR else _readable(path.parent.name),
+            "folder": None if path.parent == SAMPLES_DIR else path.parent.name,
         }
         for url, path in sample_paths().items()
     ]

@@ -263,17 +263,24 @@ def test_a_segmenter_shows_its_masks_as_a_layer_the_checkbox_toggles(
     calls = len(web.api_calls)
 
     segments = body["segments"]
-    assert segments, body
+    assert segments[0]["label"] == "__background__", "the scene is mostly background"
+    shapes = segments[1:]
+    assert shapes, body
     legend = web.page.locator("#segment-legend li")
     assert [" ".join(text.split()) for text in legend.all_inner_texts()] == [
-        f"{s['label']} {100 * s['fraction']:.1f}%" for s in segments
-    ]
+        f"{s['label']} {100 * s['fraction']:.1f}%" for s in shapes
+    ], "every class but the background"
     layer = web.page.locator("#results .mask-layer")
     expect(layer).to_have_count(1)
     expect(layer).to_be_hidden()
     assert_largest_area_decisive([segment["area"] for segment in segments])
-    (entry,) = body["explanations"]
-    assert entry["class_index"] == segments[0]["class_index"], "the largest class is explained"
+    assert "&top_k=2" in web.api_calls[-1], "the two largest classes, the background one of them"
+    (entry,) = [e for e in body["explanations"] if e["class_index"] == shapes[0]["class_index"]]
+    assert web.cards()[0]["classIndex"] == str(shapes[0]["class_index"]), "the largest shape"
+    expect(web.page.locator("#headline-label")).to_have_text(shapes[0]["label"])
+    expect(web.page.locator("#headline-model")).to_have_text(
+        "largest class (the background aside) of regions"
+    )
     assert np.array_equal(web.canvas(), overlay_of(photo, entry))
 
     web.page.check("#show-masks")
@@ -294,13 +301,14 @@ def test_a_segmenter_shows_its_masks_as_a_layer_the_checkbox_toggles(
 
     assert len(web.api_calls) == calls, "the masks came with the answer"
     pixels = np.array(drawn, dtype=np.uint8).reshape(HEIGHT, WIDTH, 4)
-    for segment, color in zip(segments, colors, strict=True):
+    for segment, color in zip(shapes, colors, strict=True):
         inside = heatmap_of({"heatmap": segment["mask"]}) == 255
         assert inside.sum() == segment["area"]
         rgb = [int(part) for part in color.removeprefix("rgb(").removesuffix(")").split(",")]
         assert (pixels[inside] == [*rgb, 255]).all(), (segment["label"], color)
-    covered = sum(heatmap_of({"heatmap": s["mask"]}) == 255 for s in segments)
-    assert (pixels[..., 3][covered == 0] == 0).all(), "no colour outside every mask"
+    covered = sum(heatmap_of({"heatmap": s["mask"]}) == 255 for s in shapes)
+    assert (pixels[..., 3][covered == 0] == 0).all(), "clear outside the shapes' masks"
+    assert (covered == 0).mean() >= segments[0]["fraction"], "the background left clear"
 
 
 def test_a_refused_request_shows_the_api_message_and_the_page_recovers(

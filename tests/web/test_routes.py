@@ -127,6 +127,13 @@ def test_the_samples_are_listed_and_served_as_images(client: TestClient) -> None
     assert [sample["url"] for sample in shown] == [
         f"{SAMPLE_PREFIX}shapes/{path.name}" for path in shapes
     ]
+    groups = [(sample["group"], sample["folder"]) for sample in listed]
+    assert list(dict.fromkeys(groups)) == [
+        ("photos", "photos"),
+        ("shapes", "shapes"),
+        ("shapes detector", "shapes-detector"),
+        ("shapes segmenter", "shapes-segmenter"),
+    ], "a folder per model (shapes-detector), named as the model is"
     files = [path for path in SAMPLES_DIR.rglob("*") if path.suffix in {".jpg", ".png"}]
     assert len(listed) == len(files)
     for sample in listed:
@@ -158,11 +165,13 @@ def test_each_sub_folder_of_the_samples_is_a_group(
 
     listed = client.get(SAMPLES_PATH).json()["samples"]
 
-    assert [(sample["group"], sample["name"], sample["url"]) for sample in listed] == [
-        ("animals", "owl", f"{SAMPLE_PREFIX}animals/owl.webp"),
-        ("still life", "a", f"{SAMPLE_PREFIX}still_life/a.jpg"),
-        ("still life", "b", f"{SAMPLE_PREFIX}still_life/b.jpg"),
-        (None, "zebra", f"{SAMPLE_PREFIX}zebra.png"),
+    assert [
+        (sample["group"], sample["folder"], sample["name"], sample["url"]) for sample in listed
+    ] == [
+        ("animals", "animals", "owl", f"{SAMPLE_PREFIX}animals/owl.webp"),
+        ("still life", "still_life", "a", f"{SAMPLE_PREFIX}still_life/a.jpg"),
+        ("still life", "still_life", "b", f"{SAMPLE_PREFIX}still_life/b.jpg"),
+        (None, None, "zebra", f"{SAMPLE_PREFIX}zebra.png"),
     ]
     assert all(sample["bytes"] == len(b"image") for sample in listed)
 

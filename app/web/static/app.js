@@ -16,7 +16,7 @@ import { isRemembered, storedKey, storeKey } from './keystore.js';
 import { fillMethods } from './methods.js';
 import { decodeHeatmap, decodeImage, loadColormaps } from './pixels.js';
 import { listSamples, markChosenSample, sampleFile, showSamples } from './samples.js';
-import { addMaskLayer, maskImage, showLegend, showMaskLayers } from './segments.js';
+import { addMaskLayer, isBackground, maskImage, showLegend, showMaskLayers } from './segments.js';
 import { Zoom } from './zoom.js';
 
 const COLORMAPS_URL = '/static/colormaps.json';
@@ -314,10 +314,21 @@ async function offerSamples() {
 
 async function chooseSample(sample) {
   try {
-    chooseFile(await sampleFile(sample), sample.url);
+    const file = await sampleFile(sample);
+    useModelOf(sample);
+    chooseFile(file, sample.url);
   } catch (error) {
     showError(error);
   }
+}
+
+/** A sample whose group is named after a served model (shapes-detector) is that model's:
+ * choosing it chooses the model too. */
+function useModelOf(sample) {
+  const model = state.models.find((candidate) => candidate.name === sample.folder);
+  if (!model || ui.model.value === model.name) return;
+  ui.model.value = model.name;
+  fillModelControls();
 }
 
 function forgetPredictions() {
@@ -367,29 +378,44 @@ async function update() {
   }
 }
 
-/** The first request for an image: the top predictions, and the top class explained. */
+/**
+ * The first request for an image: the top predictions, and the first class explained. A
+ * segmenter's largest class is most often its background (class 0), so its two largest are
+ * explained and the larger of those that is not the background comes first.
+ */
 async function explainTopPrediction(signal) {
-  const response = await api.explain(state.file, requestParams(chosenMethods()), signal);
+  const segmenter = currentTask() === 'segmentation';
+  const params = { ...requestParams(chosenMethods()), top_k: segmenter ? 2 : null };
+  const response = await api.explain(state.file, params, signal);
   await keep(response, signal);
   state.size = { width: response.width, height: response.height };
   state.masks = response.segments ? await maskImage(response.segments, state.size) : null;
   throwIfAborted(signal);
   state.predictions = response.predictions;
   state.segments = response.segments ?? [];
-  state.headline = classHeadline(response);
+  const first = firstClass(response);
+  state.headline = classHeadline(response, first);
   ui.classes.replaceChildren(
-    ...response.predictions.map((prediction, rank) =>
-      choice('class', String(prediction.index), prediction.label, rank === 0, percent(prediction.probability)),
+    ...response.predictions.map((prediction) =>
+      choice('class', String(prediction.index), prediction.label, prediction === first, percent(prediction.probability)),
     ),
   );
 }
 
-/** The top prediction (a segmenter's largest class) as the headline, or null. */
-function classHeadline(response) {
+/** The class shown first: the top prediction; for a segmenter, its largest but the background. */
+function firstClass(response) {
   const [top] = response.predictions;
-  if (!top) return null;
-  const kind = response.task === 'segmentation' ? 'largest class' : 'top prediction';
-  return { label: top.label, probability: top.probability, note: `${kind} of ${response.model}` };
+  if (response.task !== 'segmentation') return top;
+  return response.predictions.find((prediction) => !isBackground(prediction.index)) ?? top;
+}
+
+/** The class shown first as the headline, or null. */
+function classHeadline(response, first) {
+  if (!first) return null;
+  const kind = response.task !== 'segmentation' ? 'top prediction' : 'largest class';
+  const aside = response.task === 'segmentation' && isBackground(response.predictions[0].index);
+  const note = `${kind}${aside ? ' (the background aside)' : ''} of ${response.model}`;
+  return { label: first.label, probability: first.probability, note };
 }
 
 /** The headline, large, above the results (hidden when null). */

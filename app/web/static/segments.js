@@ -1,11 +1,22 @@
 // A segmenter's answer on the page: each predicted class's mask, coloured per class, as a layer
 // over every card that the "Show the masks" checkbox shows and hides (no request, no repaint),
-// and a legend naming each colour's class and its share of the image.
+// and a legend naming each colour's class and its share of the image. The background (class 0,
+// as torchvision's segmenters and camserve's own number it) is left clear on the layer and out
+// of the legend: coloured, it would veil the whole picture.
 
 import { percent } from './cards.js';
 import { decodeImage, blobFromBase64 } from './pixels.js';
 
 const GOLDEN_ANGLE = 137.508; // degrees: neighbouring class indices get far-apart hues
+
+/** Whether class `classIndex` of a segmenter is its background. */
+export function isBackground(classIndex) {
+  return classIndex === 0;
+}
+
+function foreground(segments) {
+  return segments.filter((segment) => !isBackground(segment.class_index));
+}
 
 /** The colour of class `classIndex`, [r, g, b]: the same on the masks, the legend and the boxes. */
 export function classColor(classIndex) {
@@ -30,16 +41,18 @@ function hslToRgb(hue, saturation, lightness) {
 }
 
 /**
- * One ImageData of every segment's mask (base64 PNGs at the image's size, 255 inside): each
- * pixel in its class's colour, opaque inside a mask and transparent outside every mask.
+ * One ImageData of every segment's mask but the background's (base64 PNGs at the image's size,
+ * 255 inside): each pixel in its class's colour, opaque inside a mask and transparent outside
+ * every mask.
  */
 export async function maskImage(segments, size) {
   const image = new ImageData(size.width, size.height);
+  const shown = foreground(segments);
   const masks = await Promise.all(
-    segments.map((segment) => decodeImage(blobFromBase64(segment.mask, 'image/png'))),
+    shown.map((segment) => decodeImage(blobFromBase64(segment.mask, 'image/png'))),
   );
   masks.forEach((mask, rank) => {
-    const [r, g, b] = classColor(segments[rank].class_index);
+    const [r, g, b] = classColor(shown[rank].class_index);
     for (let i = 0; i < image.data.length; i += 4) {
       if (mask.data[i] < 128) continue;
       image.data.set([r, g, b, 255], i);
@@ -65,10 +78,11 @@ export function showMaskLayers(root, visible) {
   for (const layer of root.querySelectorAll('.mask-layer')) layer.hidden = !visible;
 }
 
-/** The legend: a colour swatch, the class's label and its share of the image, largest first. */
+/** The legend: a colour swatch, the class's label and its share of the image, largest first
+ * (the background left out). */
 export function showLegend(list, segments) {
   list.replaceChildren(
-    ...segments.map((segment) => {
+    ...foreground(segments).map((segment) => {
       const item = document.createElement('li');
       item.className = 'legend-item';
       item.dataset.classIndex = String(segment.class_index);
