@@ -627,3 +627,20 @@ def test_random_weight_cnns_load_and_flag_an_image_without_gradient(
     real_body = explain(seeded_cnns, IMAGE, **params, include="raw_map")
     assert "empty" not in real_body["explanations"][0]
     assert np.asarray(real_body["explanations"][0]["raw_map"]).max() == 1.0
+
+
+def test_a_score_cam_channel_budget_covering_every_channel_changes_nothing(
+    client: TestClient,
+) -> None:
+    """scorecam_channels scores the n most varied channels of the layer: at ResNet-18's layer1
+    (64 channels) a budget of 64 gives the exact map, a budget of 4 another one."""
+    ask = {"method": "scorecam", "layer": "layer1", "include": "raw_map"}
+    exact = explain(client, **ask)["explanations"][0]["raw_map"]
+    every = explain(client, scorecam_channels=64, **ask)["explanations"][0]["raw_map"]
+    few = explain(client, scorecam_channels=4, **ask)["explanations"][0]["raw_map"]
+    refused = post_image(client, "/v1/explain", params={**TINY, **ask, "scorecam_channels": 0})
+    assert np.array_equal(np.array(every), np.array(exact))
+    assert float(np.abs(np.array(few) - np.array(exact)).max()) > 0.01
+    assert refused.status_code == 422
+    assert refused.json()["error"]["code"] == "invalid_parameter"
+    assert "scorecam_channels" in refused.json()["error"]["message"]

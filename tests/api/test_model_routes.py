@@ -21,6 +21,7 @@ from tests.support import TINY_LABELS, write_test_models
 
 MODEL_FIELDS = {
     "name",
+    "score_cam_seconds",
     "architecture",
     "task",
     "description",
@@ -83,6 +84,17 @@ def test_tiny_model_fields(listing: dict[str, Any]) -> None:
     assert isinstance(tiny["weights"], str)
     assert tiny["weights"]
     assert tiny["description"] == ""
+
+
+def test_score_cam_estimates_follow_each_layers_channel_count(listing: dict[str, Any]) -> None:
+    """One measured time per masked pass, times the layer's channels: ResNet-18's layer4 has
+    512 channels, layer1 64; every offered layer has its estimate."""
+    tiny = model(listing, "tiny")
+    seconds = tiny["score_cam_seconds"]
+    assert set(tiny["candidate_layers"]) <= set(seconds)
+    assert seconds["layer1"] > 0
+    assert seconds["layer4"] / seconds["layer1"] == pytest.approx(512 / 64)
+    assert seconds["layer3"] / seconds["layer1"] == pytest.approx(256 / 64)
 
 
 def test_candidate_layers_are_in_execution_order_and_include_the_default(
