@@ -69,6 +69,7 @@ def test_cam_is_offered_only_at_the_layers_where_it_answers(
 
     elsewhere = web.explain_after("select_option", "#layer", "layer3")
 
+    assert "error" not in elsewhere, elsewhere
     assert elsewhere["layer"] == "layer3"
     assert [entry["method"] for entry in elsewhere["explanations"]] == ["gradcam"]
     expect(cam).to_be_disabled()
