@@ -17,10 +17,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from app.engine.images.imaging import DEFAULT_MAX_PIXELS
 from app.engine.images.regions import parse_threshold
 from app.engine.models.devices import AUTOCAST_DTYPES
+from app.engine.models.manifest import DEFAULT_MODELS_DIR
 
 __all__ = ["DEFAULT_MODELS_DIR", "Settings", "load_settings"]
-
-DEFAULT_MODELS_DIR = Path("models")
 
 DESTINATION_FORM = re.compile(
     r"(\[(?P<v6>[0-9a-f:.]+)\]|[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?)(:(?P<port>[0-9]{1,5}))?", re.I

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from app.cli.help_names import ReadableGroup
+from app.cli.lazy_commands import cli
 from app.engine.errors import CamserveError
 from app.engine.models.manifest import ModelSpec, load_manifests
-from app.engine.models.registry import LoadedModel, load_model
-from app.serving.served_models import find_spec, first_loadable
+
+if TYPE_CHECKING:
+    from app.engine.models.registry import LoadedModel
 
 __all__ = [
     "DatasetOutput",
@@ -26,14 +27,8 @@ __all__ = [
     "progress_bar",
 ]
 
-cli = typer.Typer(
-    cls=ReadableGroup,
-    help="CAM / Grad-CAM explanations of image classifiers.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 console = Console(stderr=True)
+
 
 ModelsDir = Annotated[
     Path,
@@ -72,6 +67,8 @@ def fail(message: str) -> typer.Exit:
 def choose_spec(
     models_dir: Path, model: str | None, architecture: str | None, weights: str, layer: str | None
 ) -> ModelSpec:
+    from app.serving.served_models import find_spec  # noqa: PLC0415 - imports torch
+
     if architecture is not None:
         return ModelSpec(name=architecture, architecture=architecture, weights=weights, layer=layer)
     if model is not None:
@@ -87,6 +84,9 @@ def load_chosen_model(
 ) -> LoadedModel:
     """The model asked for; without --model or --architecture, the server's default (the first
     model in the folder that loads), named on stderr with the reasons for any skipped."""
+    from app.engine.models.registry import load_model  # noqa: PLC0415 - imports torch
+    from app.serving.served_models import first_loadable  # noqa: PLC0415 - imports torch
+
     if model is not None or architecture is not None:
         return load_model(choose_spec(models_dir, model, architecture, weights, layer))
     loaded, failures = first_loadable(models_dir)

@@ -1,7 +1,10 @@
 """``camserve models``: the manifests in the models folder.
 
 One table when it fits the terminal; otherwise one block per model, so that no name, source
-or weights status is ever cut to "…" (a table squeezed into 80 columns cut every cell)."""
+or weights status is ever cut to "…" (a table squeezed into 80 columns cut every cell). In a
+block, a value too long for its line wraps at spaces and after path separators, so that a path
+breaks only between its folders. Nothing here imports torch: listing reads the manifests and
+looks for the weights files (``lazy_commands.py`` keeps the other commands' imports away)."""
 
 from __future__ import annotations
 
@@ -12,9 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from app.cli.common import ModelsDir, cli, fail
-from app.config import DEFAULT_MODELS_DIR
+from app.cli.path_wrapping import wrap_at_separators
 from app.engine.errors import CamserveError
-from app.engine.models.manifest import ModelSpec, load_manifests
+from app.engine.models.manifest import DEFAULT_MODELS_DIR, ModelSpec, load_manifests
 from app.engine.models.weights_status import WeightsStatus, weights_status
 
 __all__ = ["list_models"]
@@ -32,6 +35,8 @@ FIELDS = (
 """What is shown of every model, after its name."""
 UNLIMITED_WIDTH = 100_000
 """Room enough to measure the table with no cell wrapped."""
+FIELD_COLUMN = max(len(field) for field in FIELDS) + 2
+"""Where a block's values start: an indent, the longest field name, a space."""
 
 
 @cli.command("models")
@@ -75,15 +80,17 @@ def _fitting(output: Console, rows: Sequence[tuple[Text, ...]]) -> RenderableTyp
     unwrapped = output.measure(table, options=output.options.update_width(UNLIMITED_WIDTH))
     if unwrapped.maximum <= output.width:
         return table
-    return Group(*(_block(row) for row in rows))
+    return Group(*(_block(row, output.width - FIELD_COLUMN) for row in rows))
 
 
-def _block(row: tuple[Text, ...]) -> RenderableType:
-    """A model's name in bold, then one line per field (long values fold, never cut)."""
+def _block(row: tuple[Text, ...], value_width: int) -> RenderableType:
+    """A model's name in bold, then one line per field; a long value goes on as many lines as
+    it needs, broken at spaces and path separators (a part wider than the column folds)."""
     name, *values = row
     fields = Table.grid(padding=(0, 1))
     fields.add_column(no_wrap=True)
     fields.add_column(overflow="fold")
     for field, value in zip(FIELDS, values, strict=True):
-        fields.add_row(f" {field}", value)
+        lines = wrap_at_separators(value.plain, value_width)
+        fields.add_row(f" {field}", Text("\n".join(lines), style=value.style))
     return Group(Text(name.plain, style="bold", overflow="fold"), fields)

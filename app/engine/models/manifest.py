@@ -33,9 +33,8 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import torchvision
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -48,11 +47,14 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from app.engine.errors import ManifestError
-from app.engine.images.preprocess import Preprocessing
-from app.engine.images.resize_policy import ResizePolicy
+from app.engine.images.resize_policy_names import ResizePolicy
 from app.engine.models.packaged import KeyMap, is_packaged, parse_packaged
 
+if TYPE_CHECKING:
+    from app.engine.images.preprocess import Preprocessing
+
 __all__ = [
+    "DEFAULT_MODELS_DIR",
     "MANIFEST_SUFFIX",
     "TORCHVISION_IMAGENET",
     "ModelSpec",
@@ -66,6 +68,8 @@ __all__ = [
 Source = Literal["torchvision", "timm", "huggingface"]
 Task = Literal["classification", "detection", "segmentation"]
 
+DEFAULT_MODELS_DIR = Path("models")
+"""The folder of manifests when neither ``--models-dir`` nor ``CAMSERVE_MODELS_DIR`` names one."""
 MANIFEST_SUFFIX = ".toml"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 LOADER_FIELDS = frozenset({"source_dir"})
@@ -213,6 +217,8 @@ class ModelSpec(BaseModel):
     def preprocessing(self, published: Preprocessing | None = None) -> Preprocessing:
         """The input this model expects: the manifest's values where given, else the source's
         ``published`` ones, else ImageNet's."""
+        from app.engine.images.preprocess import Preprocessing  # noqa: PLC0415 - needs torch
+
         base = published or Preprocessing()
         return Preprocessing(
             input_size=self.input_size or base.input_size,
@@ -225,6 +231,8 @@ class ModelSpec(BaseModel):
 
 def imagenet_categories() -> list[str]:
     """The 1000 ImageNet-1k class names torchvision ships with its weights (no download)."""
+    import torchvision  # noqa: PLC0415 - only for these labels, and it takes seconds to import
+
     categories = torchvision.models.ResNet50_Weights.DEFAULT.meta["categories"]
     return [str(name) for name in categories]
 
@@ -283,7 +291,8 @@ def load_manifest(path: Path) -> ModelSpec:
         raise ManifestError(f"{path}: field {loader_fields[0]!r} is set by camserve, remove it")
     try:
         spec = ModelSpec.model_validate({**data, "source_dir": path.parent.resolve()})
-        spec.load_labels()
+        if spec.labels != TORCHVISION_IMAGENET:  # torchvision's own list needs no check
+            spec.load_labels()  # a labels file: read now, so that its problems name the manifest
     except ValidationError as error:
         raise ManifestError(f"{path}: {_describe_validation(error)}") from None
     except ManifestError as error:

@@ -25,11 +25,12 @@ import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Literal
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Literal
 
 from app.engine.errors import CheckpointMismatchError, WeightsUnavailableError
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = [
     "PACKAGE_PREFIX",

@@ -21,7 +21,6 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from pickle import UnpicklingError
 from typing import Any
@@ -37,7 +36,7 @@ from app.engine.errors import (
     UnknownArchitectureError,
     WeightsUnavailableError,
 )
-from app.engine.models.packaged import checkpoint_location
+from app.engine.models.weights_kind import RANDOM_WEIGHTS, WeightsKind, weights_kind
 
 __all__ = [
     "RANDOM_WEIGHTS",
@@ -54,12 +53,10 @@ __all__ = [
     "strip_parallel_prefix",
 ]
 
-RANDOM_WEIGHTS = "random"
 SAFETENSORS_SUFFIX = ".safetensors"
 CHECKPOINT_KEYS = ("state_dict", "model")
 PARALLEL_PREFIX = "module."
 SHOWN_KEYS = 8
-WEIGHTS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 HASH_IN_FILE_NAME = re.compile(r"-([a-f0-9]*)\.")
 # Old DenseNet files name layers 'norm.1'; current modules call them 'norm1'.
 LEGACY_DENSENET_KEY = re.compile(
@@ -68,12 +65,6 @@ LEGACY_DENSENET_KEY = re.compile(
 )
 
 StateDict = dict[str, Tensor]
-
-
-class WeightsKind(Enum):
-    RANDOM = "random"
-    PRETRAINED = "pretrained"
-    CHECKPOINT = "checkpoint"
 
 
 @dataclass(frozen=True)
@@ -114,13 +105,11 @@ class WeightsSource:
 
 def resolve_weights(architecture: str, weights: str, base_dir: Path | None = None) -> WeightsSource:
     """Interpret a manifest's ``weights`` value; relative paths are taken from ``base_dir``."""
-    if weights.strip().lower() == RANDOM_WEIGHTS:
-        return WeightsSource(architecture, WeightsKind.RANDOM)
-    path = checkpoint_location(weights, base_dir)
-    if WEIGHTS_NAME.fullmatch(weights) and not path.is_file():
+    kind, path = weights_kind(weights, base_dir)
+    if kind is WeightsKind.PRETRAINED:
         entry = pretrained_weights(architecture, weights)
-        return WeightsSource(architecture, WeightsKind.PRETRAINED, pretrained=entry)
-    return WeightsSource(architecture, WeightsKind.CHECKPOINT, path=path)
+        return WeightsSource(architecture, kind, pretrained=entry)
+    return WeightsSource(architecture, kind, path=path)
 
 
 # ---------------------------------------------------------------------------- torchvision weights

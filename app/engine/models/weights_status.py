@@ -7,13 +7,7 @@ from dataclasses import dataclass
 from app.engine.errors import CamserveError, WeightsUnavailableError
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.packaged import is_packaged, packaged_checkpoint
-from app.engine.models.sources.timm_source import timm_pretrained_name
-from app.engine.models.weights import (
-    WeightsKind,
-    cached_weights_path,
-    fetch_advice,
-    resolve_weights,
-)
+from app.engine.models.weights_kind import WeightsKind, weights_kind
 
 __all__ = ["WeightsStatus", "weights_status"]
 
@@ -46,24 +40,36 @@ def _packaged_status(weights: str) -> WeightsStatus:
 
 
 def _torchvision_status(spec: ModelSpec) -> WeightsStatus:
-    try:
-        source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
-    except CamserveError as error:
-        return WeightsStatus(False, "unusable", str(error))
-    if source.kind is WeightsKind.RANDOM:
+    kind, path = weights_kind(spec.weights, spec.source_dir)
+    if kind is WeightsKind.RANDOM:
         return WeightsStatus(True, "random", "random initialisation, nothing to load")
-    if source.kind is WeightsKind.CHECKPOINT and source.path is not None:
-        if source.path.is_file():
-            return WeightsStatus(True, "checkpoint found", str(source.path))
+    if kind is WeightsKind.CHECKPOINT and path is not None:
+        if path.is_file():
+            return WeightsStatus(True, "checkpoint found", str(path))
         return WeightsStatus(
             False,
             "checkpoint not found",
-            f"no file at {source.path}: fix 'weights' in the manifest or put the checkpoint there",
+            f"no file at {path}: fix 'weights' in the manifest or put the checkpoint there",
         )
+    return _pretrained_status(spec)
+
+
+def _pretrained_status(spec: ModelSpec) -> WeightsStatus:
+    """torchvision's own weights: only their names tell where the hub cache keeps them."""
+    from app.engine.models.weights import (  # noqa: PLC0415 - imports torchvision, seconds
+        cached_weights_path,
+        fetch_advice,
+        pretrained_weights,
+    )
+
+    try:
+        entry = pretrained_weights(spec.architecture, spec.weights)
+    except CamserveError as error:
+        return WeightsStatus(False, "unusable", str(error))
     path = cached_weights_path(spec.architecture, spec.weights)
     if path.is_file():
         return WeightsStatus(True, "in the cache", str(path))
-    advice = fetch_advice(spec.architecture, source.pretrained.name)
+    advice = fetch_advice(spec.architecture, entry.name)
     return WeightsStatus(False, "missing", f"not in the cache ({path}): {advice}")
 
 
@@ -100,6 +106,10 @@ def _timm_hub_repo(spec: ModelSpec) -> str | None:
     """The Hugging Face repository timm downloads ``spec``'s pretrained weights from."""
     try:
         import timm  # noqa: PLC0415 - an optional extra
+
+        from app.engine.models.sources.timm_source import (  # noqa: PLC0415 - imports torch
+            timm_pretrained_name,
+        )
 
         config = timm.models.get_pretrained_cfg(timm_pretrained_name(spec) or "")
     except Exception:  # no extra, unknown name: the status says "missing" with the fix
