@@ -12,7 +12,13 @@ import typer
 from app.cli.common import DatasetOutput, cli, console, fail
 from app.engine.errors import CamserveError
 
-__all__ = ["dataset_labelstudio"]
+__all__ = ["LOCAL_FILES_HINT", "dataset_labelstudio"]
+
+LOCAL_FILES_HINT = (
+    "note: the tasks name image files on this machine, which Label Studio shows only once it "
+    "serves them (local files storage, or any web server); pass --image-prefix with the URL to "
+    "put before each path, e.g. --image-prefix '/data/local-files/?d='"
+)
 
 
 @cli.command("dataset-labelstudio")
@@ -46,3 +52,5 @@ def dataset_labelstudio(
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(tasks, indent=1) + "\n", encoding="utf-8")
     console.print(f"wrote {len(tasks)} tasks to {output}", highlight=False)
+    if not image_prefix and any("://" not in image.path for image in images):
+        console.print(LOCAL_FILES_HINT, highlight=False, soft_wrap=True)
