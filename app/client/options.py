@@ -25,6 +25,8 @@ class CamOptions(TypedDict, total=False):
     box: str | Sequence[float]
     """Detectors: a box (x0, y0, x1, y1) to explain as a detection of ``target``;
     segmenters: the region to score ``target`` over."""
+    scorecam_channels: int
+    """Score-CAM: score only the n most varied channels of each layer (default: all)."""
 
 
 class ExplainOptions(TypedDict, total=False):
@@ -53,6 +55,8 @@ class ExplainOptions(TypedDict, total=False):
     box: str | Sequence[float]
     """Detectors: a box (x0, y0, x1, y1) to explain as a detection of ``target``;
     segmenters: the region to score ``target`` over."""
+    scorecam_channels: int
+    """Score-CAM: score only the n most varied channels of each layer (default: all)."""
 
 
 RENAMED = {"methods": "method", "layers": "layer"}

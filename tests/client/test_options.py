@@ -35,3 +35,14 @@ def test_an_empty_include_is_sent_empty_and_absent_options_are_left_to_the_serve
         "method": "scorecam",
         "format": "webp",
     }
+
+
+def test_a_score_cam_channel_budget_is_passed_on() -> None:
+    assert explain_params({"methods": ["scorecam"], "scorecam_channels": 64}) == {
+        "method": "scorecam",
+        "scorecam_channels": "64",
+    }
+    assert cam_params({"method": "scorecam", "scorecam_channels": 8}) == {
+        "method": "scorecam",
+        "scorecam_channels": "8",
+    }
