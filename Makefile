@@ -11,10 +11,11 @@ FO_STAMP := $(FO_VENV)/.installed-stamp
 .PHONY: serve test test-threads labelstudio-e2e image-check lint typecheck check clean
 
 $(STAMP): pyproject.toml constraints.txt
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
-	touch $(STAMP)
+	@echo "Setting up $(VENV) (first run only, about 2-3 minutes)..."
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
 
 # A real Label Studio for the end-to-end test, in its own environment (its pins clash with ours).
 $(LS_STAMP): constraints-labelstudio.txt

@@ -66,7 +66,8 @@ def run_server(settings: Settings) -> None:
         served = [model.name for model in snapshot.models]
         default = settings.default_model or next(iter(served), None)
         url = page_url(settings.host, settings.port)
-        print(startup_report(url, served, default, snapshot.failures), flush=True)
+        report_text = startup_report(url, served, default, snapshot.failures, settings.port)
+        print(report_text, flush=True)
 
     app = create_app(settings, on_fatal=stop_for, on_loaded=report)
     config = uvicorn.Config(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from app.api.startup_report import page_url, startup_report
+import pytest
+
+from app.api.startup_report import another_port_hint, page_url, startup_report
 
 
 def test_a_wildcard_interface_is_shown_as_localhost() -> None:
@@ -15,10 +17,18 @@ def test_a_wildcard_interface_is_shown_as_localhost() -> None:
 def test_the_report_names_the_page_the_models_and_each_fix() -> None:
     fix = "pretrained weights are not in the cache: run 'camserve fetch-weights resnet50'"
     report = startup_report(
-        "http://localhost:8000/", ["mini", "shapes"], "shapes", {"resnet50": fix}
+        "http://localhost:8000/", ["mini", "shapes"], "shapes", {"resnet50": fix}, 8000
     )
     assert report.splitlines() == [
         "camserve is ready: open http://localhost:8000/ (API docs: http://localhost:8000/docs)",
         "  serving: mini, shapes (default)",
         f"  not served: resnet50: {fix}",
+        "  another port: CAMSERVE_PORT=9000 make serve (or camserve serve --port 9000)",
     ]
+
+
+@pytest.mark.parametrize(("port", "other"), [(8000, 9000), (9000, 9001), (9001, 9000)])
+def test_the_port_hint_names_a_port_other_than_the_one_served(port: int, other: int) -> None:
+    assert another_port_hint(port) == (
+        f"  another port: CAMSERVE_PORT={other} make serve (or camserve serve --port {other})"
+    )

@@ -1,0 +1,45 @@
+"""``make serve`` on a fresh clone says what it sets up before the long, quiet pip steps, and
+shows nothing else of them (run here with a stand-in Python that only records its calls)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STAND_IN_PYTHON = """#!/bin/sh
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+    mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && exit 0
+fi
+echo "$*" >> "$CALLS"
+"""
+
+
+def test_the_environment_set_up_announces_itself_and_keeps_pip_quiet(tmp_path: Path) -> None:
+    python = tmp_path / "python"
+    python.write_text(STAND_IN_PYTHON)
+    python.chmod(0o755)
+    venv, calls = tmp_path / "venv", tmp_path / "calls.txt"
+
+    completed = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            f"PYTHON={python}",
+            f"VENV={venv}",
+            f"{venv}/.installed-stamp",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "CALLS": str(calls)},
+    )
+
+    assert completed.stdout == f"Setting up {venv} (first run only, about 2-3 minutes)...\n"
+    assert completed.stderr == ""
+    pip_calls = calls.read_text().splitlines()
+    assert len(pip_calls) == 2
+    assert all(call.startswith("-m pip install --quiet") for call in pip_calls)
+    assert (venv / ".installed-stamp").is_file()
