@@ -10,10 +10,12 @@ each command's first sentence).
 from __future__ import annotations
 
 import importlib
+from difflib import get_close_matches
 from typing import Any
 
 import typer
 from typer._click import Command, Context  # what Typer's commands are built on
+from typer._click.exceptions import UsageError
 from typer.main import get_command_from_info, get_command_name
 from typer.models import CommandInfo
 
@@ -54,6 +56,19 @@ class LazyCommandGroup(ReadableGroup):
         if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
             self.add_command(_built(cmd_name), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: Context, args: list[str]
+    ) -> tuple[str | None, Command | None, list[str]]:
+        """Typer's, with the closest command suggested among all, not only those built yet."""
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as error:
+            closest = get_close_matches(args[0], list(COMMAND_MODULES)) if args else []
+            if closest and "Did you mean" not in error.message:
+                suggestions = ", ".join(repr(name) for name in closest)
+                error.message = f"{error.message.rstrip('.')}. Did you mean {suggestions}?"
+            raise
 
 
 cli = typer.Typer(

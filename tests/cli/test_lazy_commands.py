@@ -61,7 +61,7 @@ def test_an_unknown_command_is_refused_with_the_closest_one() -> None:
     result = runner.invoke(cli, ["modles"])
 
     assert result.exit_code == 2
-    assert "No such command 'modles'" in result.output
+    assert "No such command 'modles'. Did you mean 'models'?" in result.output
 
 
 def test_listing_the_models_imports_no_heavy_package(tmp_path: Path) -> None:
