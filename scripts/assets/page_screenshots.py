@@ -1,13 +1,14 @@
 """Screenshots of the page with a detector and with a segmenter, for the README.
 
-Starts camserve on 127.0.0.1 with the quick random-weight dense models of the tests
-(``tests.support.write_dense_models``: a Faster R-CNN and a DeepLabV3, so the boxes and the
-masks show what the page draws, not what a trained model finds), opens the page in Debian's
-Chromium and saves, under ``docs/screenshots/``:
+Starts camserve on 127.0.0.1 with the shipped models (``models/``, as ``make serve`` serves
+them), opens the page in Debian's Chromium and saves, under ``docs/screenshots/``:
 
-- ``detector-desktop.jpg`` and ``detector-phone.jpg``: the astronaut sample, the score threshold
-  at 0, five boxes drawn, the third one chosen;
-- ``segmenter-desktop.jpg`` and ``segmenter-phone.jpg``: the coffee sample with its masks shown.
+- ``detector-desktop.jpg`` and ``detector-phone.jpg``: the first sample of the shape detector
+  (choosing it chooses ``shapes-detector``), every box drawn with its label and score, the
+  second one chosen and its heatmap shown;
+- ``segmenter-desktop.jpg`` and ``segmenter-phone.jpg``: the first sample of the shape segmenter
+  (choosing it chooses ``shapes-segmenter``), its masks shown over the heatmap of its largest
+  shape.
 
 The desktop is 1280 x 800 (the whole page); the phone 375 px wide, from the top of the page to
 the end of the first result card.
@@ -26,30 +27,41 @@ from playwright.sync_api import Browser, ViewportSize, expect, sync_playwright
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from app.web.routes import SAMPLE_PREFIX  # noqa: E402
 from tests.integration.live import LiveServer, live_server  # noqa: E402
-from tests.support import write_dense_models  # noqa: E402
-from tests.web.pages import CHROMIUM, CHROMIUM_ARGS, PHONE, WAIT_MS, WebPage, open_page  # noqa: E402
+from tests.web.pages import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PHONE,
+    WAIT_MS,
+    WebPage,
+    is_explain,
+    open_page,
+)
 
 OUT = ROOT / "docs" / "screenshots"
-SAMPLES = ROOT / "app" / "web" / "static" / "samples" / "photos"
+MODELS = ROOT / "models"
 DESKTOP: ViewportSize = {"width": 1280, "height": 800}
 SCREENS = {"desktop": DESKTOP, "phone": PHONE}
 JPEG_QUALITY = 85  # photos in PNG weigh a megabyte a page; text stays sharp at 85
 
 
+def choose_sample(web: WebPage, model: str) -> None:
+    """Click the first sample of ``model``'s group; the page explains it with that model."""
+    with web.page.expect_response(is_explain):
+        web.page.click(f"#sample-list .sample[data-sample='{SAMPLE_PREFIX}{model}/scene-1.jpg']")
+    web.wait_until_idle()
+    expect(web.page.locator("#model")).to_have_value(model)
+
+
 def show_detector(web: WebPage) -> None:
-    web.page.select_option("#model", "boxes")
-    web.page.focus("#score-threshold")
-    web.page.keyboard.press("Home")
-    web.page.select_option("#max-detections", "5")
-    web.upload(SAMPLES / "astronaut.jpg")
-    web.page.click("#detections button[data-index='2']")
-    expect(web.page.locator("#results .card")).to_have_attribute("data-detection", "2")
+    choose_sample(web, "shapes-detector")
+    web.page.click("#detections button[data-index='1']")
+    expect(web.page.locator("#results .card")).to_have_attribute("data-detection", "1")
 
 
 def show_segmenter(web: WebPage) -> None:
-    web.page.select_option("#model", "regions")
-    web.upload(SAMPLES / "coffee.jpg")
+    choose_sample(web, "shapes-segmenter")
     web.page.check("#show-masks")
     web.page.locator("#results .mask-layer").wait_for(state="visible")
 
@@ -83,18 +95,17 @@ def take(browser: Browser, server: LiveServer) -> list[Path]:
 
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as folder:
-        models = write_dense_models(Path(folder) / "models")
-        with (
-            live_server(models, Path(folder)) as server,
-            sync_playwright() as playwright,
-        ):
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-            )
-            for path in take(browser, server):
-                print(path.relative_to(ROOT))
-            browser.close()
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        live_server(MODELS, Path(folder)) as server,
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        for path in take(browser, server):
+            print(path.relative_to(ROOT))
+        browser.close()
 
 
 if __name__ == "__main__":
