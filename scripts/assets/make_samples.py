@@ -274,8 +274,7 @@ def main(root: Path) -> None:
             height, width = dense.scene.image.shape[:2]
             shapes = ", ".join(item.label_name for item in dense.scene.objects)
             print(
-                f"{path}: {width}×{height}, {len(dense.jpeg)} bytes, "
-                f"scene {dense.index}: {shapes}"
+                f"{path}: {width}×{height}, {len(dense.jpeg)} bytes, scene {dense.index}: {shapes}"
             )
 
 
