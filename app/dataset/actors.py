@@ -115,6 +115,12 @@ class Explainer:
             schema=WRITTEN_SCHEMA,
         )
 
+    def close(self) -> None:
+        """Let the reader threads go (an actor's end with its process; one in this process
+        ends here)."""
+        if self.readers is not None:
+            self.readers.shutdown()
+
     def _report(self, rows: list[dict[str, Any]], reported: int) -> int:
         """Tell ``on_images`` of the images in ``rows`` beyond the ``reported`` first ones;
         how many are reported now."""

@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import torch
 from PIL import Image
 
 from app.dataset.explained import ExplainOptions
@@ -43,8 +44,20 @@ def test_each_batch_is_one_file_and_every_image_is_reported(tmp_path: Path) -> N
         device="cpu",
     )
     reported: list[int] = []
+    threads_while_running: set[int] = set()
 
-    outcomes = explain_in_process(job, list_images(str(folder)), reported.append)
+    def on_images(count: int) -> None:
+        reported.append(count)
+        threads_while_running.add(torch.get_num_threads())
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        outcomes = explain_in_process(job, list_images(str(folder)), on_images)
+        assert torch.get_num_threads() == 2  # put back
+    finally:
+        torch.set_num_threads(threads)
+    assert threads_while_running == {1}  # as in an actor on CPUs
 
     assert len(parquet_files(str(output))) == 2  # 6 images, 4 a batch
     # after each engine call: broken.png (an error row) with scene0 and scene1, then scene2,
