@@ -7,6 +7,8 @@ LS_VENV ?= .venv-labelstudio
 LS_STAMP := $(LS_VENV)/.installed-stamp
 FO_VENV ?= .venv-fiftyone
 FO_STAMP := $(FO_VENV)/.installed-stamp
+KS_VENV ?= .venv-kserve
+KS_STAMP := $(KS_VENV)/.installed-stamp
 
 .PHONY: serve test test-threads labelstudio-e2e image-check lint typecheck check clean
 
@@ -34,12 +36,20 @@ $(FO_STAMP): constraints-fiftyone.txt tests/harness/fetch_libssl11.sh
 	tests/harness/fetch_libssl11.sh $(FO_VENV)/libssl1.1
 	touch $(FO_STAMP)
 
+# KServe's own client for the V2 protocol's integration test, in its own environment (its pins clash
+# with ours); tests/integration/test_v2_clients.py runs tests/integration/kserve_v2_driver.py there.
+$(KS_STAMP): constraints-kserve.txt
+	$(PYTHON) -m venv $(KS_VENV)
+	$(KS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(KS_VENV)/bin/python -m pip install --quiet -c constraints-kserve.txt kserve
+	touch $(KS_STAMP)
+
 serve: $(STAMP)
 	$(BIN)/camserve serve
 
-test: $(STAMP) $(LS_STAMP) $(FO_STAMP)
+test: $(STAMP) $(LS_STAMP) $(FO_STAMP) $(KS_STAMP)
 	LABEL_STUDIO_BIN=$(abspath $(LS_VENV))/bin/label-studio FIFTYONE_VENV=$(abspath $(FO_VENV)) \
-		$(BIN)/python -m pytest
+		KSERVE_VENV=$(abspath $(KS_VENV)) $(BIN)/python -m pytest
 
 # The tests that compare two code paths (engine and server, batched and alone, camserve and its
 # references, fused and separate passes, a local run and a server's), run again with the test
@@ -76,4 +86,4 @@ typecheck: $(STAMP)
 check: lint typecheck test
 
 clean:
-	rm -rf $(VENV) $(LS_VENV) $(FO_VENV)
+	rm -rf $(VENV) $(LS_VENV) $(FO_VENV) $(KS_VENV)

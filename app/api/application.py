@@ -19,7 +19,14 @@ from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
 from app import __version__
-from app.api import explain_routes, kserve_routes, labelstudio_routes, model_routes, ops_routes
+from app.api import (
+    explain_routes,
+    kserve_routes,
+    labelstudio_routes,
+    model_routes,
+    ops_routes,
+    v2_routes,
+)
 from app.api.admission import AdmissionMiddleware
 from app.api.auth import require_api_key
 from app.api.errors import install_error_handlers
@@ -120,6 +127,7 @@ def create_app(
     v1.include_router(model_routes.router)
     v1.include_router(kserve_routes.router)
     app.include_router(v1)
+    app.include_router(v2_routes.router, dependencies=[Depends(require_api_key)])
     if settings.labelstudio_enabled:
         app.include_router(labelstudio_routes.router)
     return app
