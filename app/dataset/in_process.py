@@ -24,7 +24,7 @@ import torch
 from app.dataset.actor_pool import plan_pool
 from app.dataset.actors import WRITTEN_SCHEMA, EngineSetup, Explainer
 from app.dataset.inputs import ImageRef
-from app.dataset.job import DatasetJob
+from app.dataset.job_spec import DatasetJob
 
 __all__ = ["explain_in_process"]
 

@@ -23,13 +23,11 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from app.dataset.explained import ExplainOptions
 from app.dataset.inputs import ImageRef, filesystem_of, list_images
+from app.dataset.job_spec import DatasetJob
 from app.dataset.model_explainer import check_dataset_options
 from app.dataset.output_files import written_images
-from app.dataset.rows import RowOptions
-from app.dataset.run_place import RunPlace, Where, choose_where
-from app.engine.models.manifest import ModelSpec
+from app.dataset.run_place import Where, choose_where
 
 __all__ = [
     "DatasetJob",
@@ -39,37 +37,6 @@ __all__ = [
     "plan_dataset",
     "run_plan",
 ]
-
-DEFAULT_OBJECT_STORE_BYTES = 1 << 30
-
-
-@dataclass(frozen=True)
-class DatasetJob:
-    """One run: which images, which model and methods, where the rows go, and on what."""
-
-    source: str
-    """A folder, a glob, or a manifest (local path or URI); see ``app.dataset.inputs``."""
-    output: str
-    """The output folder of Parquet files (local path or URI)."""
-    spec: ModelSpec
-    options: ExplainOptions = field(default_factory=lambda: ExplainOptions(methods=()))
-    rows: RowOptions = field(default_factory=RowOptions)
-    actors: int | None = None
-    """Ray actors, engines at once (default: one per GPU, else one per CPU of the cluster);
-    naming a number means Ray."""
-    device: str = "auto"
-    address: str | None = None
-    """A Ray cluster to join (``ray://...`` or ``host:port``); ``None``: a local Ray."""
-    object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES
-    """The local Ray's object store (unused when joining a cluster)."""
-    rows_per_batch: int = 64
-    """Images per batch, and per Parquet file: a ``map_batches`` batch handed to an actor, or
-    the images this process explains before it writes them (the engine takes
-    ``options.batch_size`` at a time)."""
-    place: RunPlace = RunPlace.AUTO
-    """In this process or on Ray (``app.dataset.run_place``)."""
-    ray_logs: bool = False
-    """Ray's own log lines and progress bars on the terminal (off: camserve's only)."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +119,7 @@ def run_plan(
 def _explain(plan: DatasetPlan, on_images: Callable[[int], None]) -> pa.Table:
     job = plan.job
     if not plan.where.on_ray:
-        from app.dataset.in_process import explain_in_process  # noqa: PLC0415 (imports job)
+        from app.dataset.in_process import explain_in_process  # noqa: PLC0415
 
         return explain_in_process(job, plan.todo, on_images)
     # Ray, and Ray Data above all, take seconds to import: only a job that runs on Ray does

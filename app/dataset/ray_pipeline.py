@@ -17,7 +17,7 @@ import ray.data
 from app.dataset.actor_pool import plan_pool
 from app.dataset.actors import WRITTEN_SCHEMA, EngineSetup, Explainer
 from app.dataset.inputs import ImageRef
-from app.dataset.job import DatasetJob
+from app.dataset.job_spec import DatasetJob
 
 __all__ = ["explain_on_ray", "live_node_cpus"]
 
