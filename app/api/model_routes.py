@@ -1,5 +1,5 @@
 """``GET /v1/models``: what each served model offers, read from one snapshot of the hub (the
-worker thread may still be adding models)."""
+worker thread may still be adding models), and the deadline its requests run under."""
 
 from __future__ import annotations
 
@@ -19,4 +19,5 @@ async def list_models(service: ServiceDep) -> ModelsResponse:
     return ModelsResponse(
         models=[ModelInfo.model_validate(model) for model in snapshot.models],
         failed=snapshot.failures,
+        request_timeout_s=service.settings.request_timeout_s,
     )

@@ -45,3 +45,9 @@ class ModelInfo(BaseModel):
 class ModelsResponse(BaseModel):
     models: list[ModelInfo]
     failed: dict[str, str] = Field(description="Models that could not be loaded, with why.")
+    request_timeout_s: float = Field(
+        description="The server's deadline per request, in seconds (CAMSERVE_REQUEST_TIMEOUT_S): "
+        "a request still unanswered then gets 504, and a Score-CAM request whose estimate "
+        "(`score_cam_seconds` at its layer, less with `scorecam_channels`) exceeds it is "
+        "refused at once with 422 over_deadline."
+    )

@@ -116,4 +116,9 @@ def model_list(body: Mapping[str, Any]) -> ModelList:
     return ModelList(
         models=tuple(ModelInfo.from_json(item) for item in body["models"]),
         failed=dict(body.get("failed", {})),
+        request_timeout_s=_optional_float(body.get("request_timeout_s")),
     )
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)

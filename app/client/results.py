@@ -227,6 +227,13 @@ class ModelInfo:
     """(height, width) of the model's input; a detector's (shorter side, longer side bound)."""
     device: str
     task: str = "classification"
+    cam_layers: tuple[str, ...] = ()
+    """The layers at which ``cam`` answers (empty for a detector or a segmenter, or where the
+    server does not say)."""
+    score_cam_seconds: dict[str, float] = field(default_factory=dict)
+    """Score-CAM's estimated seconds for one image with every channel, per offered layer; a
+    request above the server's ``ModelList.request_timeout_s`` is refused (422 over_deadline)
+    unless ``scorecam_channels`` brings it under."""
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> ModelInfo:
@@ -245,6 +252,11 @@ class ModelInfo:
             input_size=(int(height), int(width)),
             device=body["device"],
             task=body.get("task", "classification"),
+            cam_layers=tuple(body.get("cam_layers", ())),
+            score_cam_seconds={
+                layer: float(seconds)
+                for layer, seconds in body.get("score_cam_seconds", {}).items()
+            },
         )
 
 
@@ -254,6 +266,8 @@ class ModelList:
 
     models: tuple[ModelInfo, ...]
     failed: dict[str, str]
+    request_timeout_s: float | None = None
+    """The server's deadline per request in seconds (``None`` from a server that does not say)."""
 
     def names(self) -> list[str]:
         return [model.name for model in self.models]

@@ -36,6 +36,8 @@ MODEL_FIELDS = {
     "input_size",
     "device",
 }
+DEADLINE_S = 45.5
+"""The module's server deadline: not the default, so that the listing is seen to report it."""
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         'name = "broken"\narchitecture = "resnet18"\nweights = "missing-checkpoint.pt"\n'
         "num_classes = 3\ninput_size = 64\n"
     )
-    with serving(make_settings(folder)) as client:
+    with serving(make_settings(folder, request_timeout_s=DEADLINE_S)) as client:
         yield client
 
 
@@ -65,7 +67,7 @@ def model(listing: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def test_models_lists_the_loaded_models_only(listing: dict[str, Any]) -> None:
-    assert set(listing) == {"models", "failed"}
+    assert set(listing) == {"models", "failed", "request_timeout_s"}
     assert sorted(entry["name"] for entry in listing["models"]) == ["mini", "tiny"]
     for entry in listing["models"]:
         assert set(entry) == MODEL_FIELDS
@@ -95,6 +97,20 @@ def test_score_cam_estimates_follow_each_layers_channel_count(listing: dict[str,
     assert seconds["layer1"] > 0
     assert seconds["layer4"] / seconds["layer1"] == pytest.approx(512 / 64)
     assert seconds["layer3"] / seconds["layer1"] == pytest.approx(256 / 64)
+
+
+def test_the_listing_names_the_deadline_score_cam_estimates_are_held_to(
+    client: TestClient, listing: dict[str, Any]
+) -> None:
+    """The page compares each layer's estimate with this deadline, so it is the server's own
+    setting, and the schema says what it bounds."""
+    assert listing["request_timeout_s"] == DEADLINE_S
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["ModelsResponse"]
+    assert "request_timeout_s" in schema["required"]
+    described = schema["properties"]["request_timeout_s"]
+    assert described["type"] == "number"
+    assert "CAMSERVE_REQUEST_TIMEOUT_S" in described["description"]
+    assert "over_deadline" in described["description"]
 
 
 def test_candidate_layers_are_in_execution_order_and_include_the_default(

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.client.answers import cam_result, explain_result
+from app.client.answers import cam_result, explain_result, model_list
 from app.client.results import Box
 
 HEIGHT, WIDTH = 3, 4
@@ -111,3 +111,52 @@ def test_cam_headers_are_read_and_the_label_unquoted() -> None:
     cam = cam_result(base64.b64decode(_png(OVERLAY)), headers)
     assert (cam.class_index, cam.label, cam.probability) == (3, "great white shark", 0.75)
     assert cam.overlay.size == (WIDTH, HEIGHT)
+
+
+MODEL = {
+    "name": "shapes",
+    "architecture": "shapes_resnet",
+    "task": "classification",
+    "description": "",
+    "weights": "shapes.pt",
+    "num_classes": 2,
+    "labels": ["circle", "square"],
+    "default_layer": "layer4",
+    "default_method": "gradcam",
+    "candidate_layers": ["layer3", "layer4"],
+    "methods": ["cam", "gradcam", "scorecam"],
+    "cam_layers": ["layer4"],
+    "input_size": [128, 96],
+    "device": "cpu",
+    "score_cam_seconds": {"layer3": 1.25, "layer4": 2.5, "fused": 3.75},
+}
+
+
+def test_the_model_listing_reads_cam_layers_score_cam_estimates_and_the_deadline() -> None:
+    listing = model_list(
+        {"models": [MODEL], "failed": {"big": "no weights"}, "request_timeout_s": 2.0}
+    )
+
+    (shapes,) = listing.models
+    assert shapes.cam_layers == ("layer4",)
+    assert shapes.score_cam_seconds == {"layer3": 1.25, "layer4": 2.5, "fused": 3.75}
+    assert shapes.input_size == (128, 96)
+    assert listing.request_timeout_s == 2.0
+    assert listing.failed == {"big": "no weights"}
+    assert [
+        layer for layer, s in shapes.score_cam_seconds.items() if s <= listing.request_timeout_s
+    ] == ["layer3"], "what fits the deadline, read from the listing alone"
+
+
+def test_a_listing_without_the_newer_fields_reads_as_unknown() -> None:
+    """A server from before ``cam_layers``, ``score_cam_seconds`` and ``request_timeout_s``."""
+    older = {
+        key: value for key, value in MODEL.items() if key not in ("cam_layers", "score_cam_seconds")
+    }
+
+    listing = model_list({"models": [older], "failed": {}})
+
+    (shapes,) = listing.models
+    assert shapes.cam_layers == ()
+    assert shapes.score_cam_seconds == {}
+    assert listing.request_timeout_s is None

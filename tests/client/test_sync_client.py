@@ -148,6 +148,10 @@ def test_models_lists_the_served_model(client: Client) -> None:
     assert "layer3" in shapes.candidate_layers
     assert "scorecam" in shapes.methods
     assert shapes.default_method == "gradcam"
+    assert shapes.cam_layers[-1] == "layer4", "the layer the head pools"
+    assert set(shapes.candidate_layers) <= set(shapes.score_cam_seconds)
+    assert all(seconds > 0 for seconds in shapes.score_cam_seconds.values())
+    assert listing.request_timeout_s == 30.0, "the server's default deadline"
 
 
 ERRORS: dict[str, tuple[Callable[[Client, bytes], object], type[CamserveError], int, str, str]] = {

@@ -1,7 +1,9 @@
 """The method checkboxes in a real browser on a real server: CAM is offered only at the layers
 ``GET /v1/models`` lists in ``cam_layers`` (elsewhere its box is disabled and says where CAM
-applies, so the page never sends a request that can only be refused), and a class-agnostic
-method (Eigen-CAM) is one card for the image, counted once, however many classes are chosen.
+applies, so the page never sends a request that can only be refused), Score-CAM shows its
+expected time at the chosen model and layer (``score_cam_seconds``; ``test_page_score_cam.py``
+has a server whose deadline it exceeds), and a class-agnostic method (Eigen-CAM) is one card
+for the image, counted once, however many classes are chosen.
 
 The server is the one the page tests share: ``tiny`` (resnet18: CAM at ``layer4``) and ``mini``
 (mobilenet_v3_small: two linear layers after its pooling, so CAM applies nowhere).
@@ -20,12 +22,15 @@ from playwright.sync_api import expect
 
 from tests.integration.live import LiveServer
 from tests.support import image_bytes
+from tests.web.page_texts import rough_time
 from tests.web.pages import WebPage, heatmap_of, is_explain
 
 pytestmark = pytest.mark.slow
 
 CAM_BOX = "#methods input[value='cam']"
 CAM_LABEL = "#methods label:has(input[value='cam'])"
+SCORE_CAM_BOX = "#methods input[value='scorecam']"
+SCORE_CAM_LABEL = "#methods label:has(input[value='scorecam'])"
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +102,41 @@ def test_cam_is_offered_only_at_the_layers_where_it_answers(
         if "cam" in query["method"].split(",")
     ]
     assert asked == [("tiny", "layer4")], "CAM asked for only where it answers"
+
+
+def test_score_cam_shows_its_expected_time_at_the_chosen_model_and_layer(
+    web: WebPage, photo: Path, models: dict[str, dict[str, Any]]
+) -> None:
+    tiny, mini = models["tiny"], models["mini"]
+    deadline = httpx.get(web.server.url("/v1/models"), timeout=10).json()["request_timeout_s"]
+    assert deadline == 30, "the server's default deadline"
+    assert tiny["score_cam_seconds"]["layer4"] < deadline
+    web.page.select_option("#model", "tiny")
+    label = web.page.locator(SCORE_CAM_LABEL)
+
+    at_layer4 = f"about {rough_time(tiny['score_cam_seconds']['layer4'])}"
+    expect(label).to_have_text(f"Score-CAM · {at_layer4}")
+    expect(label).to_have_attribute(
+        "title",
+        f"Score-CAM takes {at_layer4} for one image at layer layer4 on this server (cpu), "
+        "within its 30 s limit per request.",
+    )
+    expect(web.page.locator(SCORE_CAM_BOX)).to_be_enabled()
+    web.upload(photo)
+    with_score_cam = web.explain_after("check", SCORE_CAM_BOX)
+    assert [entry["method"] for entry in with_score_cam["explanations"]] == ["scorecam"]
+
+    web.explain_after("select_option", "#layer", "layer1")
+    expect(label).to_have_text(
+        f"Score-CAM · about {rough_time(tiny['score_cam_seconds']['layer1'])}"
+    )
+    expect(web.page.locator(SCORE_CAM_BOX)).to_be_checked()
+    web.page.select_option("#model", "mini")
+    web.wait_until_idle()
+    at_features = rough_time(mini["score_cam_seconds"][mini["default_layer"]])
+    expect(label).to_have_text(f"Score-CAM · about {at_features}")
+    expect(web.page.locator("#methods label.unavailable")).to_have_text(["CAM not for this model"])
+    expect(web.page.locator("#error")).to_have_text("")
 
 
 def test_a_class_agnostic_map_is_one_card_whatever_the_classes(web: WebPage, photo: Path) -> None:

@@ -2,7 +2,8 @@
 those models: a sample of the ``shapes detector`` group is explained by ``shapes-detector`` (the
 model its folder is named after) whichever model was chosen, and shows its boxes with their
 labels and scores and the chosen box's heatmap; one of ``shapes segmenter`` is explained by
-``shapes-segmenter`` and shows its masks as a layer and the heatmap of its largest shape.
+``shapes-segmenter`` and shows its masks as a layer and the heatmap of its largest shape (and a
+class given a few dozen pixels as <0.1%, not 0.0%).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from playwright.sync_api import expect
 from app.web.routes import SAMPLE_PREFIX, SAMPLES_DIR
 from tests.integration.live import LiveServer, live_server
 from tests.support import SHIPPED_MODELS, write_test_models
+from tests.web.page_texts import shown_percent
 from tests.web.pages import WebPage, expected_overlay, heatmap_of, is_explain, rgb_of
 
 pytestmark = pytest.mark.slow
@@ -105,8 +107,12 @@ def test_a_segmenter_sample_shows_its_masks_and_its_largest_shapes_heatmap(
     shapes = [segment for segment in body["segments"] if segment["label"] != "__background__"]
     assert len(shapes) >= 3, "a scene of several shapes"
     expect(web.page.locator("#segment-legend li")).to_have_text(
-        [f"{s['label']} {100 * s['fraction']:.1f}%" for s in shapes]
+        [f"{s['label']} {shown_percent(s['fraction'])}" for s in shapes]
     )
+    stray = [s for s in shapes if 0 < s["fraction"] < 0.0005]
+    assert [s["label"] for s in stray] == ["star"], "a few dozen pixels taken for a star"
+    expect(web.page.locator("#segment-legend li[data-class-index='4']")).to_have_text("star <0.1%")
+    expect(web.page.locator("#classes label:has(input[value='4'])")).to_have_text("star <0.1%")
     layer = web.page.locator("#results .mask-layer")
     expect(layer).to_have_count(1)
     web.page.check("#show-masks")

@@ -77,6 +77,7 @@ const classesHint = ui.classes.firstElementChild;
 
 const state = {
   models: [], // GET /v1/models' `models`
+  deadline: undefined, // GET /v1/models' `request_timeout_s`: the server's deadline in seconds
   colormaps: {}, // colormap name → lookup table
   appliedKey: '', // the key the models were last listed with
   modelsRequest: null, // AbortController of the models listing in progress
@@ -133,7 +134,7 @@ function bindControls() {
     update();
   });
   ui.layer.addEventListener('change', () => {
-    fillMethods(ui.methods, currentModel(), chosenLayer(), currentModel()?.default_method ?? DEFAULT_METHOD);
+    fillMethodChoices(currentModel());
     explainAnew();
   });
   ui.threshold.addEventListener('change', explainAnew);
@@ -177,8 +178,9 @@ async function loadModels() {
   const request = new AbortController();
   state.modelsRequest = request;
   try {
-    const { models, failed } = await api.models(request.signal);
+    const { models, failed, request_timeout_s: deadline } = await api.models(request.signal);
     state.models = models;
+    state.deadline = deadline;
     if (fillModels()) forgetPredictions();
     showFailedModels(ui.failedModels, failed);
     clearError();
@@ -248,7 +250,12 @@ function fillModelControls() {
   ui.classesField.hidden = isDetector();
   ui.classesKind.textContent = currentTask() === 'segmentation' ? '(largest by area)' : '(top predictions)';
   ui.layer.replaceChildren(...layerOptions(model));
-  fillMethods(ui.methods, model, chosenLayer(), model?.default_method ?? DEFAULT_METHOD);
+  fillMethodChoices(model);
+}
+
+/** The method checkboxes for `model` at the chosen layer, under the server's deadline. */
+function fillMethodChoices(model) {
+  fillMethods(ui.methods, model, chosenLayer(), model?.default_method ?? DEFAULT_METHOD, state.deadline);
 }
 
 /** The layer the next request explains: the chosen one, or the model's default. */

@@ -19,9 +19,13 @@ export function methodName(method) {
   return METHOD_NAMES[method] ?? method;
 }
 
-/** A probability in [0, 1] as a percentage with one decimal. */
+/**
+ * A probability or share in [0, 1] as a percentage with one decimal. One above zero that would
+ * read 0.0% reads <0.1%: a class a handful of pixels were given is there, if barely.
+ */
 export function percent(probability) {
-  return `${(100 * probability).toFixed(1)}%`;
+  const shown = (100 * probability).toFixed(1);
+  return probability > 0 && shown === '0.0' ? '<0.1%' : `${shown}%`;
 }
 
 /** How a card names the class of a class-agnostic map, and what that means. */

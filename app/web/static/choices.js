@@ -1,7 +1,10 @@
 // The page's checkbox lists (methods, classes): one labelled checkbox per choice, what is
 // checked, and the rule that something stays chosen.
 
-/** A checkbox labelled `text`, with a muted `note` after it ('' for none). */
+/**
+ * A checkbox labelled `text`, with a muted `note` after it ('' for none). The text and the note
+ * flow as one line of words beside the box, so a long note wraps under the text, never the name.
+ */
 export function choice(name, value, text, checked, note = '') {
   const label = document.createElement('label');
   label.className = 'choice';
@@ -10,13 +13,16 @@ export function choice(name, value, text, checked, note = '') {
   input.name = name;
   input.value = value;
   input.checked = checked;
-  label.append(input, ` ${text}`);
+  const words = document.createElement('span');
+  words.className = 'choice-text';
+  words.append(` ${text}`);
   if (note) {
     const detail = document.createElement('span');
     detail.className = 'probability';
     detail.textContent = note;
-    label.append(' ', detail);
+    words.append(' ', detail);
   }
+  label.append(input, words);
   return label;
 }
 
