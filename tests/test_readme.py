@@ -1,5 +1,5 @@
-"""The README and CI stay true to the code: set-up commands, what `make serve` serves,
-settings table, CI command, fetch advice."""
+"""The README, its manual and CI stay true to the code: set-up commands, what `make serve`
+serves, the settings table of docs/settings.md, CI command, fetch advice in docs/models.md."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from app.engine.models.weights_status import weights_status
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+SETTINGS_PAGE = (ROOT / "docs" / "settings.md").read_text()
+MODELS_PAGE = (ROOT / "docs" / "models.md").read_text()
 
 
 def test_readme_opens_with_the_serve_and_test_commands() -> None:
@@ -32,7 +34,7 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_every_setting_is_documented() -> None:
     for name in Settings.model_fields:
-        assert f"`CAMSERVE_{name.upper()}`" in README, name
+        assert f"`CAMSERVE_{name.upper()}`" in SETTINGS_PAGE, name
 
 
 def test_make_serve_serves_the_real_model_offline_by_default() -> None:
@@ -72,6 +74,8 @@ def test_no_manifest_in_the_default_folder_needs_a_download() -> None:
     assert "resnet50" in [spec.name for spec in examples]
 
 
-def test_the_readme_gives_the_fetch_advice_as_camserve_words_it() -> None:
-    assert fetch_advice("resnet50", "IMAGENET1K_V2") in README
+def test_the_models_page_gives_the_fetch_advice_as_camserve_words_it() -> None:
+    words = " ".join(MODELS_PAGE.split())
+    assert fetch_advice("resnet50", "IMAGENET1K_V2") in words
     assert "models/examples" in README
+    assert "models/examples" in MODELS_PAGE
