@@ -1,3 +1,4 @@
-"""Whole datasets explained on Ray Data into Parquet rows, and those rows exported to labeling
-tools. ``from app.dataset.job import DatasetJob, explain_dataset`` runs one (it needs the
-``dataset`` extra: Ray Data and pyarrow)."""
+"""Whole datasets explained into Parquet rows (a small one in this process, a large one on Ray
+Data), and those rows exported to labeling tools. ``from app.dataset.job import DatasetJob,
+explain_dataset`` runs one (it needs the ``dataset`` extra: pyarrow, and Ray Data for a job
+that runs on Ray)."""
