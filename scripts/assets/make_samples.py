@@ -1,4 +1,4 @@
-"""Write the sample images the README and the web page offer: one generated scene per shape,
+"""Write the sample images the docs and the web page offer: one generated scene per shape,
 each one the demo model gets right with a clear margin and explains on the shape; and, for the
 shape detector and the shape segmenter, a few generated scenes of several shapes each that the
 model reads right.

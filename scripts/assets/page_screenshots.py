@@ -1,4 +1,4 @@
-"""Screenshots of the page with a detector and with a segmenter, for the README.
+"""Screenshots of the page with a detector and with a segmenter, for the README and docs/page.md.
 
 Starts camserve on 127.0.0.1 with the shipped models (``models/``, as ``make serve`` serves
 them), opens the page in Debian's Chromium and saves, under ``docs/screenshots/``:

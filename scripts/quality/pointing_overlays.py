@@ -1,4 +1,4 @@
-"""Overlays for the README (docs/quality.md's real-photo study): for each object photo and a few
+"""Overlays for docs/models.md (docs/quality.md's real-photo study): for each object photo and a few
 composites, Grad-CAM at the last block (pytorch-grad-cam's default layer) beside camserve's
 default explanation of the served EfficientNet-Lite0, with the object's box drawn in white.
 

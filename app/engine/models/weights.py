@@ -185,7 +185,7 @@ def _load_pretrained_state(source: WeightsSource) -> StateDict:
 
 def fetch_advice(architecture: str, weights_name: str) -> str:
     """How to get missing torchvision weights, worded the same everywhere (the load error that
-    ``serve``'s report and ``/v1/models`` show, ``camserve models``, the README)."""
+    ``serve``'s report and ``/v1/models`` show, ``camserve models``, docs/models.md)."""
     return (
         f"run 'camserve fetch-weights {architecture}:{weights_name}' on a machine with internet "
         "and copy the file there, or mount a filled cache at TORCH_HOME"
