@@ -30,7 +30,7 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 
 
 class Settings(BaseSettings):
-    """Every knob of the service; the README lists them with their defaults."""
+    """Every knob of the service; docs/settings.md lists them with their defaults."""
 
     model_config = SettingsConfigDict(
         env_prefix="CAMSERVE_",
