@@ -20,6 +20,7 @@ from typing import TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn
+from rich.table import Column
 from rich.text import Text
 
 __all__ = ["PLAIN_LINE_EVERY_S", "ProgressCount", "ProgressReport", "duration", "progress_bar"]
@@ -83,7 +84,7 @@ class _CountColumn(ProgressColumn):
     """The terminal line's text: the same words as a plain line."""
 
     def __init__(self, unit: str) -> None:
-        super().__init__()
+        super().__init__(table_column=Column(no_wrap=True))
         self.unit = unit
 
     def render(self, task: Task) -> Text:
@@ -147,9 +148,11 @@ class ProgressReport:
         if self.terminal:
             self._bar = Progress(
                 TextColumn(self.description),
-                BarColumn(),
                 _CountColumn(self.unit),
+                # the bar takes what the words leave, so that the line stays one line
+                BarColumn(bar_width=None, table_column=Column(ratio=1)),
                 console=Console(file=self.stream, force_terminal=True),
+                expand=True,
             )
             self._bar.add_task(self.description, total=self.total, completed=self.done)
             self._bar.start()
