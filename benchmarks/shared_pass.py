@@ -27,8 +27,8 @@ from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 from torch import nn
 from torchvision.models import get_model
 
-from app.engine.models.devices import parse_autocast, resolve_device
 from app.engine.engine import CamEngine
+from app.engine.models.devices import parse_autocast, resolve_device
 from app.engine.models.registry import default_layer
 from benchmarks.engine_overhead import engine_arguments, seconds_per_call
 from tests.harness.cam_peers import PYTORCH_GRAD_CAM
