@@ -20,6 +20,7 @@ from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
 from app.engine.models.segmenters import keeping_last_scores
 from app.engine.models.tokens import feature_map_view
+from app.engine.score_cam import PassClock
 
 __all__ = ["ScoreCamCost", "measure_score_cam_cost"]
 
@@ -32,12 +33,16 @@ SUGGESTED_LAYERS = 3
 class ScoreCamCost:
     """A model's Score-CAM cost on this device."""
 
-    seconds_per_pass: float
-    """Measured seconds per masked input."""
+    clock: PassClock
+    """Seconds per masked input: measured at load, then following what requests take."""
     channels: dict[str, tuple[int, ...]]
     """Per layer, its channel count (the fused layer: one count per layer it fuses)."""
     offered: tuple[str, ...] = ()
     """The layers ``estimates`` lists (the default, fused and candidate layers)."""
+
+    @property
+    def seconds_per_pass(self) -> float:
+        return self.clock.seconds
 
     def passes(self, layers: Sequence[str], budget: int | None = None) -> int | None:
         """Masked passes for one image over ``layers`` (an upper bound: flat channels share
@@ -99,7 +104,8 @@ def measure_score_cam_cost(
         counts[fused] = tuple(counts[name][0] for name in engine.fusion_layers)
     names = [*([fused] if fused is not None else []), *offered]
     listed = tuple(name for name in dict.fromkeys(names) if name in counts)
-    return ScoreCamCost(engine.masked_passes.seconds_per_input(), counts, listed)
+    engine.masked_passes.seconds_per_input()
+    return ScoreCamCost(engine.masked_passes.clock, counts, listed)
 
 
 def _channel_counts(engine: CamEngine) -> dict[str, tuple[int, ...]]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from app.engine.engine import CamEngine
+from app.engine.score_cam import PassClock
 from app.serving.score_cam_cost import ScoreCamCost, measure_score_cam_cost
 from tests.engine.models_for_tests import SmallConvNet
 
 COST = ScoreCamCost(
-    seconds_per_pass=0.05,
+    PassClock(0.05),
     channels={"fused": (112, 320), "blocks.4": (112,), "blocks.6": (320,), "bn2": (1280,)},
     offered=("fused", "bn2", "blocks.4", "blocks.6"),
 )
@@ -53,3 +55,27 @@ def test_the_measured_cost_has_every_map_layer_and_a_positive_time() -> None:
     assert cost.offered == ("features",)
     assert cost.seconds_per_pass > 0
     assert set(cost.estimates()) == {"features"}
+
+
+def test_the_estimate_follows_what_score_cam_requests_take() -> None:
+    engine = CamEngine(SmallConvNet(), "features", device="cpu")
+    cost = measure_score_cam_cost(engine, ["features"])
+    engine.masked_passes.clock.seconds = 10.0  # as if the machine had been busy at load
+    engine.compute_all(torch.randn(1, 3, 32, 32), ["scorecam"])
+    assert 0 < cost.seconds_per_pass < 10.0 * (1 - PassClock.WEIGHT) + 1.0
+    before = cost.seconds(["features"])
+    engine.compute_all(torch.randn(1, 3, 32, 32), ["scorecam"])
+    after = cost.seconds(["features"])
+    assert after is not None
+    assert before is not None
+    assert after < before
+
+
+def test_a_clock_moves_a_share_of_the_way_to_each_measure() -> None:
+    clock = PassClock()
+    clock.record(10, 1.0)
+    assert clock.seconds == 0.1  # the first measure is taken as it is
+    clock.record(4, 2.0)
+    assert clock.seconds == pytest.approx(0.7 * 0.1 + 0.3 * 0.5)
+    clock.record(0, 5.0)
+    assert clock.seconds == pytest.approx(0.22)
