@@ -54,6 +54,7 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "MethodScores",
     "NotApplicable",
+    "deletion_and_insertion_auc",
     "evaluate",
 ]
 
@@ -287,13 +288,22 @@ def _tally_faithfulness(
     tally.full_scores.extend(max(score, _SMALLEST_SCORE) for score in full.tolist())
     tally.masked_scores.extend(masked.tolist())
     for image, heat, target in zip(batch, input_maps, targets[:, 0].tolist(), strict=True):
-        score = _class_probability(engine, target)
-        for curve, aucs in (
-            (deletion_curve, tally.deletion_aucs),
-            (insertion_curve, tally.insertion_aucs),
-        ):
-            fractions, scores = curve(image, heat, score, curve_steps, chunk_size=CURVE_CHUNK_SIZE)
-            aucs.append(area_under_curve(fractions, scores))
+        deletion, insertion = deletion_and_insertion_auc(engine, image, heat, target, curve_steps)
+        tally.deletion_aucs.append(deletion)
+        tally.insertion_aucs.append(insertion)
+
+
+def deletion_and_insertion_auc(
+    engine: CamEngine, image: Tensor, heat: Tensor, target: int, curve_steps: int
+) -> tuple[float, float]:
+    """RISE deletion and insertion AUC of one map ``heat`` (h, w) over the preprocessed model
+    input ``image`` (3, h, w), scored by ``engine``'s probability of class ``target``."""
+    score = _class_probability(engine, target)
+    aucs = []
+    for curve in (deletion_curve, insertion_curve):
+        fractions, scores = curve(image, heat, score, curve_steps, chunk_size=CURVE_CHUNK_SIZE)
+        aucs.append(area_under_curve(fractions, scores))
+    return aucs[0], aucs[1]
 
 
 def _class_probability(engine: CamEngine, target: int) -> Callable[[Tensor], Tensor]:

@@ -31,6 +31,7 @@ __all__ = [
     "PeerMaps",
     "StudyTally",
     "composite_tensor",
+    "explained_class",
     "score_map",
     "study_composites",
 ]
@@ -72,6 +73,12 @@ def composite_tensor(composite: Composite) -> Tensor:
     return torch.from_numpy(composite.image).permute(2, 0, 1).contiguous()
 
 
+def explained_class(probabilities: Tensor, composite: Composite) -> int:
+    """The class a composite's map explains: the likeliest of the object's accepted classes
+    under ``probabilities`` (classes,)."""
+    return max(composite.classes, key=lambda index: float(probabilities[index]))
+
+
 def score_map(engine: CamEngine, input_map: Tensor, composite: Composite) -> Localisation:
     """Pointing and IoU of a map over the model input (h, w), placed on the composite."""
     height, width = composite.image.shape[:2]
@@ -100,7 +107,7 @@ def study_composites(
         batch = engine.preprocessing([composite_tensor(composite)], engine.device)
         probabilities = engine.probabilities(batch)[0]
         tally.top1.append(int(probabilities.argmax()) in composite.classes)
-        target = max(composite.classes, key=lambda index: float(probabilities[index]))
+        target = explained_class(probabilities, composite)
         results = engine.compute_all(batch, methods, [target], layers=list(layers))
         for (layer, method), cams in results.maps.items():
             tally.add(f"{method} @ {layer}", score_map(engine, cams.raw_maps[0, 0], composite))
