@@ -27,6 +27,7 @@ DESTINATION_FORM = re.compile(
 """A host name, an IPv4 address or a bracketed IPv6 address, with an optional port."""
 
 LogLevel = Literal["debug", "info", "warning", "error"]
+ModelControl = Literal["none", "explicit", "poll"]
 
 
 class Settings(BaseSettings):
@@ -69,6 +70,19 @@ class Settings(BaseSettings):
     )
     api_key: SecretStr | None = Field(
         None, description="When set, /v1 routes need 'Authorization: Bearer <key>'."
+    )
+    admin_key: SecretStr | None = Field(
+        None,
+        description="When set, the model repository routes (/v2/repository) are served and need "
+        "'Authorization: Bearer <admin key>'.",
+    )
+    model_control: ModelControl = Field(
+        "none",
+        description="none: load at start, no changes; explicit: load and unload through "
+        "/v2/repository; poll: follow the models folder.",
+    )
+    poll_interval_s: float = Field(
+        5.0, gt=0, le=3600, description="poll: seconds between two reads of the models folder."
     )
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated origins allowed by CORS."
@@ -156,7 +170,7 @@ class Settings(BaseSettings):
             raise ValueError(f"must be one of {', '.join(AUTOCAST_DTYPES)}")
         return key
 
-    @field_validator("api_key")
+    @field_validator("api_key", "admin_key")
     @classmethod
     def _non_empty_key(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and not value.get_secret_value().strip():
@@ -182,6 +196,15 @@ class Settings(BaseSettings):
         if (self.labelstudio_basic_auth_user is None) != (self.labelstudio_basic_auth_pass is None):
             raise ValueError(
                 "set both labelstudio_basic_auth_user and labelstudio_basic_auth_pass, or neither"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _explicit_control_has_its_routes(self) -> Settings:
+        if self.model_control == "explicit" and self.admin_key is None:
+            raise ValueError(
+                "model_control 'explicit' loads and unloads models through /v2/repository, "
+                "which is served only with an admin key: set CAMSERVE_ADMIN_KEY"
             )
         return self
 

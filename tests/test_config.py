@@ -68,3 +68,33 @@ def test_default_model_must_be_served(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_blank_api_key_means_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAMSERVE_API_KEY", "  ")
     assert load_settings().api_key is None
+
+
+def test_model_control_defaults_to_none_and_reads_its_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir("/")
+    defaults = load_settings()
+    assert (defaults.model_control, defaults.poll_interval_s, defaults.admin_key) == (
+        "none",
+        5.0,
+        None,
+    )
+    monkeypatch.setenv("CAMSERVE_MODEL_CONTROL", "poll")
+    monkeypatch.setenv("CAMSERVE_POLL_INTERVAL_S", "0.5")
+    monkeypatch.setenv("CAMSERVE_ADMIN_KEY", "  ")
+    polled = load_settings()
+    assert (polled.model_control, polled.poll_interval_s, polled.admin_key) == ("poll", 0.5, None)
+
+
+def test_explicit_model_control_needs_the_admin_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir("/")
+    with pytest.raises(ValidationError, match="set CAMSERVE_ADMIN_KEY"):
+        load_settings(model_control="explicit")
+    explicit = load_settings(model_control="explicit", admin_key="k")
+    assert explicit.admin_key is not None
+    assert explicit.admin_key.get_secret_value() == "k"
+    with pytest.raises(ValidationError, match="model_control"):
+        load_settings(model_control="watch")
+    with pytest.raises(ValidationError, match="poll_interval_s"):
+        load_settings(poll_interval_s=0)

@@ -40,6 +40,8 @@ __all__ = ["router"]
 
 router = APIRouter(tags=["explanations"])
 
+MODEL_VERSION_HEADER = "X-Camserve-Model-Version"
+
 IMAGE_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -104,7 +106,8 @@ async def _disconnected(request: Request) -> None:
         200: {
             "content": {media: {} for media in MEDIA_TYPES.values()},
             "description": "The overlay at the original resolution. Headers X-Camserve-Class, "
-            "X-Camserve-Label (percent-encoded), X-Camserve-Score, -Model, -Method, -Layer, and "
+            "X-Camserve-Label (percent-encoded), X-Camserve-Score, -Model, -Model-Version (the "
+            "version that computed it), -Method, -Layer, and "
             "X-Camserve-Empty-Map (true when the class's gradient at the layer is zero "
             "everywhere for this image, so the map is all zero; else false).",
         },
@@ -119,6 +122,7 @@ async def cam(
     result = outcome.result
     headers = {
         "X-Camserve-Model": outcome.model.name,
+        MODEL_VERSION_HEADER: outcome.model_version,
         "X-Camserve-Method": outcome.methods[0],
         "X-Camserve-Layer": outcome.layers[0],
     }
@@ -156,7 +160,10 @@ async def cam(
     "`predictions` parameter gives another count.",
 )
 async def explain(
-    request: Request, params: Annotated[ExplainParams, Query()], service: ServiceDep
+    request: Request,
+    params: Annotated[ExplainParams, Query()],
+    service: ServiceDep,
+    answer: Response,
 ) -> ExplainResponse:
     wanted = _Wanted(
         params.format,
@@ -165,6 +172,7 @@ async def explain(
         largest_only=params.regions == "largest",
     )
     outcome = await _run(request, service, params.to_request())
+    answer.headers[MODEL_VERSION_HEADER] = outcome.model_version
     encode_started = time.monotonic()
     explanations = await asyncio.gather(
         *(
@@ -314,6 +322,7 @@ def _response(
     started: float = getattr(request.state, "started", time.monotonic())
     return ExplainResponse(
         model=outcome.model.name,
+        model_version=outcome.model_version,
         task=outcome.model.task,
         layer=outcome.layers[0],
         layers=list(outcome.layers),

@@ -4,7 +4,8 @@
 ``POST /v1/models/<name>:explain`` with ``{"instances": [{"image": {"b64": ...}}, ...]}``.
 Each instance goes through the very route function of ``POST /v1/explain`` (same query
 parameters, same checks, same errors, same maps), all instances at once so the worker can batch
-them; the first failing instance fails the request and cancels the others.
+them; the first failing instance fails the request and cancels the others. ``model_version``
+names the version that computed the instances (``/v1/explain``'s).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 from collections.abc import Coroutine, Iterable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -74,6 +75,10 @@ class ModelReady(BaseModel):
 
 
 class PredictResponse(BaseModel):
+    model_version: str = Field(
+        description="The version of the model that computed the instances; should a reload "
+        "land between two instances, their versions in instance order, comma-separated."
+    )
     predictions: list[list[Prediction] | list[Detection]] = Field(
         description="Per instance: a classifier's top_k most likely classes, a segmenter's "
         "classes by area, a detector's detections above score_threshold."
@@ -112,7 +117,10 @@ async def predict(
     name: str, request: Request, params: Annotated[ExplainParams, Query()], service: ServiceDep
 ) -> PredictResponse:
     answers = await _explain_instances(name, request, params, service)
-    return PredictResponse(predictions=[_predictions(answer) for answer in answers])
+    return PredictResponse(
+        model_version=_versions(answers),
+        predictions=[_predictions(answer) for answer in answers],
+    )
 
 
 @router.post(
@@ -128,8 +136,15 @@ async def explain(
 ) -> ExplainV1Response:
     answers = await _explain_instances(name, request, params, service)
     return ExplainV1Response(
-        predictions=[_predictions(answer) for answer in answers], explanations=answers
+        model_version=_versions(answers),
+        predictions=[_predictions(answer) for answer in answers],
+        explanations=answers,
     )
+
+
+def _versions(answers: list[ExplainResponse]) -> str:
+    """The version that computed every instance (each one, in order, after a reload)."""
+    return ",".join(dict.fromkeys(answer.model_version for answer in answers))
 
 
 def _predictions(answer: ExplainResponse) -> list[Prediction] | list[Detection]:
@@ -146,7 +161,9 @@ async def _explain_instances(
     disconnect = _SharedDisconnect(request)
     try:
         return await _all_or_first_error(
-            explain_routes.explain(_image_request(request, image, disconnect), params, service)
+            explain_routes.explain(
+                _image_request(request, image, disconnect), params, service, Response()
+            )
             for image in images
         )
     finally:

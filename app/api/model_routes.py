@@ -17,7 +17,12 @@ router = APIRouter(tags=["models"])
 async def list_models(service: ServiceDep) -> ModelsResponse:
     snapshot = service.hub.snapshot()
     return ModelsResponse(
-        models=[ModelInfo.model_validate(model) for model in snapshot.models],
+        models=[
+            ModelInfo.model_validate(model).model_copy(
+                update={"load_error": snapshot.load_errors.get(model.name)}
+            )
+            for model in snapshot.models
+        ],
         failed=snapshot.failures,
         request_timeout_s=service.settings.request_timeout_s,
     )

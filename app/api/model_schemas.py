@@ -15,6 +15,11 @@ class ModelInfo(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     name: str
+    model_version: str = Field(
+        validation_alias="version",
+        description="The version that serves now: the first 12 hex digits of a SHA-256 over the "
+        "manifest's fields and the bytes of its checkpoint and labels file.",
+    )
     architecture: str
     task: Literal["classification", "detection", "segmentation"] = "classification"
     description: str
@@ -40,11 +45,18 @@ class ModelInfo(BaseModel):
         "the model's measured masked-pass time on this device (a request whose estimate exceeds "
         "the deadline is refused at once with 422 over_deadline).",
     )
+    load_error: str | None = Field(
+        None,
+        description="Why the last load of a new version failed, while this version serves on "
+        "(null when the last load succeeded).",
+    )
 
 
 class ModelsResponse(BaseModel):
     models: list[ModelInfo]
-    failed: dict[str, str] = Field(description="Models that could not be loaded, with why.")
+    failed: dict[str, str] = Field(
+        description="Models that could not be loaded and do not serve, with why."
+    )
     request_timeout_s: float = Field(
         description="The server's deadline per request, in seconds (CAMSERVE_REQUEST_TIMEOUT_S): "
         "a request still unanswered then gets 504, and a Score-CAM request whose estimate "

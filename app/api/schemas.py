@@ -340,6 +340,10 @@ class Timings(BaseModel):
 
 class ExplainResponse(BaseModel):
     model: str
+    model_version: str = Field(
+        description="The version of the model that computed this answer (from its manifest "
+        "and weights; GET /v1/models lists the current one)."
+    )
     task: Literal["classification", "detection", "segmentation"] = "classification"
     layer: str = Field(description="The first of ``layers``.")
     layers: list[str]

@@ -4,7 +4,10 @@ They extend the engine's ``ServiceError`` branch, so callers that catch ``Camser
 see them; the engine itself never raises one. The HTTP layer maps each to its status::
 
     ServiceError (app.engine.errors)
-    ├── UnauthorizedError          401  missing or wrong API key
+    ├── ModelLoadError             400  a model (a new version) failed to load
+    ├── ModelControlError          400  loading or unloading through the API is not this
+    │                                   server's model control
+    ├── UnauthorizedError          401  missing or wrong API key (or admin key)
     │   └── BasicAuthError         401  missing or wrong basic auth (Label Studio backend)
     ├── PayloadTooLargeError       413  the upload is larger than allowed
     ├── UnsupportedMediaTypeError  415  the request's content type is not an image
@@ -23,6 +26,8 @@ from app.engine.errors import ServiceError
 __all__ = [
     "BasicAuthError",
     "DeadlineExceededError",
+    "ModelControlError",
+    "ModelLoadError",
     "ModelUnavailableError",
     "NotReadyError",
     "OverDeadlineError",
@@ -32,6 +37,18 @@ __all__ = [
     "UnauthorizedError",
     "UnsupportedMediaTypeError",
 ]
+
+
+class ModelLoadError(ServiceError):
+    """A load asked for failed; a version that served before serves on."""
+
+    code = "load_failed"
+
+
+class ModelControlError(ServiceError):
+    """A load or unload the server's model control does not take (``none`` or ``poll``)."""
+
+    code = "model_control"
 
 
 class UnauthorizedError(ServiceError):

@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from app.engine.images.render import RenderOptions
+from app.serving.served_model import ServedModel
 
 __all__ = [
     "PREDICTIONS",
@@ -50,6 +51,8 @@ class BatchKey:
     so a job that does not ask for it never waits for them."""
     channel_budget: int | None = None
     """Score-CAM's channel budget (``None``: every channel)."""
+    version: str = ""
+    """The model version the jobs are pinned to (the worker's ``VersionTable``)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,12 @@ class JobResult:
     batch_size: int
     dense: DenseAnswer | None = None
     """What a detector or segmenter found (``None`` for classifiers)."""
+    model: ServedModel | None = None
+    """The model version that computed it (set by the worker; ``None`` for a bare engine)."""
+
+    @property
+    def model_version(self) -> str:
+        return "" if self.model is None else self.model.version
 
 
 @dataclass(eq=False)

@@ -1,4 +1,5 @@
-"""The runtime of one app, wired from its settings: the models, the worker, metrics, codecs."""
+"""The runtime of one app, wired from its settings: the models, the worker, metrics, codecs,
+and the model control that changes the models while it runs."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from app.config import Settings
 from app.engine.models.devices import resolve_device
+from app.serving.model_control import ModelControl
 from app.serving.prometheus import Metrics
 from app.serving.served_models import ModelHub
 from app.serving.service import Service
-from app.serving.worker import BatchingWorker, Explainer
+from app.serving.worker import BatchingWorker, LiveVersion
 
 __all__ = ["build_service"]
 
@@ -30,13 +32,14 @@ def build_service(
     hub = ModelHub(settings)
     metrics = Metrics(resolve_device(settings.device))
 
-    def startup() -> dict[str, Explainer]:
+    def startup() -> dict[str, LiveVersion]:
         try:
             engines = hub.load_all()
         except Exception as error:
             logger.exception("loading the models failed")
             hub.abandon(error)
             engines = {}
+        served = {model.name: model for model in hub.snapshot().models}
         if not engines:
             message = "no model could be loaded: " + "; ".join(hub.snapshot().failures.values())
             logger.critical(message)
@@ -44,7 +47,7 @@ def build_service(
                 on_fatal(message)
         elif on_loaded is not None:
             on_loaded(hub)
-        return engines
+        return {name: LiveVersion(engine, served.get(name)) for name, engine in engines.items()}
 
     worker = BatchingWorker(
         max_batch_size=settings.max_batch_size,
@@ -58,4 +61,4 @@ def build_service(
         max_workers=settings.codec_threads or os.cpu_count() or 1,
         thread_name_prefix="camserve-codec",
     )
-    return Service(settings, hub, worker, metrics, codecs)
+    return Service(settings, hub, worker, metrics, codecs, ModelControl(settings, hub, worker))

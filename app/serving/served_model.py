@@ -38,6 +38,8 @@ class ServedModel:
     cam_layers: list[str] = field(default_factory=list)
     """The layers (default and candidates) at which CAM answers (``cam_layers.py``); none for
     a detector or a segmenter, which CAM does not explain."""
+    version: str = ""
+    """Derived from the manifest and the weights it names (``model_versions.py``)."""
 
     @property
     def score_cam_seconds(self) -> dict[str, float]:

@@ -1,7 +1,9 @@
 """The served models: loaded and warmed on the worker thread, described for the API.
 
 A model that fails to load is reported with its actionable message; the service goes on with
-the models that did load.
+the models that did load. Later loads (``model_control.py``) build a new version beside the
+served one and publish it here once the worker serves it; a failed one leaves the served
+version in place, its failure reported as ``load_errors``.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
@@ -27,6 +29,7 @@ from app.engine.models.registry import LoadedModel, load_model
 from app.serving.cam_layers import cam_layers
 from app.serving.dense_models import load_dense_explainer
 from app.serving.errors import ModelUnavailableError, NotReadyError
+from app.serving.model_versions import ModelVersions
 from app.serving.score_cam_cost import measure_score_cam_cost
 from app.serving.served_model import ServedModel
 from app.serving.warm_up import warm_up
@@ -40,6 +43,7 @@ __all__ = [
     "find_spec",
     "first_loadable",
     "load_classifier",
+    "load_failure",
     "select_specs",
 ]
 
@@ -50,6 +54,7 @@ class LoadState(StrEnum):
     LOADING = "loading"
     READY = "ready"
     FAILED = "failed"
+    UNLOADED = "unloaded"
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,9 @@ class HubSnapshot:
     models: list[ServedModel]
     """In load order."""
     failures: dict[str, str]
+    """Why each model that does not serve failed to load."""
+    load_errors: dict[str, str] = field(default_factory=dict)
+    """Why the last load of a new version failed, for models whose older version serves on."""
 
 
 @dataclass
@@ -75,8 +83,10 @@ class ModelHub:
     specs: list[ModelSpec] = field(default_factory=list)
     states: dict[str, LoadState] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
+    load_errors: dict[str, str] = field(default_factory=dict)
     models: dict[str, ServedModel] = field(default_factory=dict)
     finished: threading.Event = field(default_factory=threading.Event)
+    versions: ModelVersions = field(default_factory=ModelVersions)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -92,7 +102,7 @@ class ModelHub:
             masked_dtype = parse_score_cam_precision(self.settings.score_cam_precision, device)
         except ValueError as error:
             for spec in self.specs:
-                self._fail(spec.name, f"model {spec.name!r}: {error}")
+                self.fail(spec.name, f"model {spec.name!r}: {error}")
             self.finished.set()
             return engines
         try:
@@ -111,39 +121,105 @@ class ModelHub:
         autocast: torch.dtype | None,
         masked_dtype: torch.dtype | None,
     ) -> Explainer | None:
+        version = self.versions.version_of(spec)
+        try:
+            explainer, served = self._build(spec, version, (device, autocast, masked_dtype))
+        except Exception as error:  # a broken checkpoint or model must not stop the others
+            self.fail(spec.name, load_failure(spec.name, error))
+            return None
+        self.publish(served)
+        return explainer
+
+    def build(self, spec: ModelSpec, version: str) -> tuple[Explainer, ServedModel]:
+        """A new version of ``spec``, loaded and warmed on the calling thread, not yet served;
+        raises what loading raises."""
+        device = resolve_device(self.settings.device)
+        placement = (
+            device,
+            parse_autocast(self.settings.autocast, device),
+            parse_score_cam_precision(self.settings.score_cam_precision, device),
+        )
+        return self._build(spec, version, placement)
+
+    def _build(
+        self,
+        spec: ModelSpec,
+        version: str,
+        placement: tuple[torch.device, torch.dtype | None, torch.dtype | None],
+    ) -> tuple[Explainer, ServedModel]:
+        device, autocast, masked_dtype = placement
         load = (
             partial(load_classifier, score_cam_dtype=masked_dtype)
             if spec.task == "classification"
             else load_dense_explainer
         )
-        try:
-            explainer, served = load(
-                spec,
-                device=device,
-                autocast=autocast,
-                score_cam_batch_size=self.settings.score_cam_batch_size,
-            )
-        except CamserveError as error:
-            self._fail(spec.name, str(error))
-            return None
-        except Exception as error:  # a broken checkpoint or model must not stop the others
-            logger.exception("model %s failed to load", spec.name)
-            self._fail(spec.name, f"model {spec.name!r}: {type(error).__name__}: {error}")
-            return None
-        self._ready(served)
-        return explainer
+        explainer, served = load(
+            spec,
+            device=device,
+            autocast=autocast,
+            score_cam_batch_size=self.settings.score_cam_batch_size,
+        )
+        return explainer, replace(served, version=version)
 
-    def _ready(self, served: ServedModel) -> None:
+    def publish(self, served: ServedModel) -> None:
+        """``served`` is the version the API describes and validates requests against."""
         with self._lock:
             self.models[served.name] = served
             self.states[served.name] = LoadState.READY
-        logger.info("model %s ready on %s (%s)", served.name, served.device, served.weights)
+            self.failures.pop(served.name, None)
+            self.load_errors.pop(served.name, None)
+        logger.info(
+            "model %s version %s ready on %s (%s)",
+            served.name,
+            served.version,
+            served.device,
+            served.weights,
+        )
 
-    def _fail(self, name: str, message: str) -> None:
+    def begin_load(self, name: str) -> None:
+        """A load of ``name`` has started; a served version stays served meanwhile."""
         with self._lock:
-            self.states[name] = LoadState.FAILED
-            self.failures[name] = message
-        logger.error("model %s not served: %s", name, message)
+            if name not in self.models:
+                self.states[name] = LoadState.LOADING
+
+    def fail(self, name: str, message: str) -> None:
+        """A load of ``name`` failed: a served version serves on, with ``message`` reported."""
+        with self._lock:
+            serving = name in self.models
+            if serving:
+                self.load_errors[name] = message
+            else:
+                self.states[name] = LoadState.FAILED
+                self.failures[name] = message
+        if serving:
+            logger.error(
+                "model %s: the new version failed to load, the old one serves on: %s", name, message
+            )
+        else:
+            logger.error("model %s not served: %s", name, message)
+
+    def clear_load_error(self, name: str) -> None:
+        """The served version is what the manifest describes again: no failure to report."""
+        with self._lock:
+            self.load_errors.pop(name, None)
+
+    def withdraw(self, name: str, *, forget: bool) -> None:
+        """``name`` is served no more: ``UNLOADED`` (a 503 to its requests), or, with ``forget``
+        (its manifest is gone), unknown (a 404)."""
+        with self._lock:
+            self.models.pop(name, None)
+            self.failures.pop(name, None)
+            self.load_errors.pop(name, None)
+            if forget:
+                self.states.pop(name, None)
+            else:
+                self.states[name] = LoadState.UNLOADED
+        logger.info("model %s unloaded", name)
+
+    def serving(self, name: str) -> ServedModel | None:
+        """The version of ``name`` that serves now, if any."""
+        with self._lock:
+            return self.models.get(name)
 
     def abandon(self, error: Exception) -> None:
         """Loading itself broke (not one model's): report it under ``(all)``, end loading."""
@@ -154,7 +230,12 @@ class ModelHub:
     def snapshot(self) -> HubSnapshot:
         """Copies of the states, served models and failures, all from the same moment."""
         with self._lock:
-            return HubSnapshot(dict(self.states), list(self.models.values()), dict(self.failures))
+            return HubSnapshot(
+                dict(self.states),
+                list(self.models.values()),
+                dict(self.failures),
+                dict(self.load_errors),
+            )
 
     @property
     def ready(self) -> bool:
@@ -175,12 +256,29 @@ class ModelHub:
         if model is not None:
             return model
         known = ", ".join(models) or "none"
-        if snapshot.states.get(name) is LoadState.FAILED:
+        state = snapshot.states.get(name)
+        if state is LoadState.LOADING:
+            raise NotReadyError(f"model {name!r} is loading; retry shortly")
+        if state is LoadState.UNLOADED:
+            raise ModelUnavailableError(
+                f"model {name!r} was unloaded (its manifest remains: loading it serves it "
+                f"again); served models: {known}"
+            )
+        if state is LoadState.FAILED:
             reason = snapshot.failures[name].removeprefix(f"model {name!r}: ")
             raise ModelUnavailableError(
                 f"model {name!r} is configured but failed to load: {reason}; served models: {known}"
             )
         raise UnknownModelError(f"unknown model {name!r}; served models: {known}")
+
+
+def load_failure(name: str, error: Exception) -> str:
+    """What a failed load reports: camserve's own message, or the unexpected error (logged
+    with its traceback)."""
+    if isinstance(error, CamserveError):
+        return str(error)
+    logger.error("model %s failed to load", name, exc_info=error)
+    return f"model {name!r}: {type(error).__name__}: {error}"
 
 
 def load_classifier(

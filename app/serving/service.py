@@ -27,6 +27,7 @@ from app.engine.images.imaging import DecodedImage, decode_image, encode_image
 from app.engine.images.render import validate_alpha
 from app.engine.methods import get_method
 from app.serving.errors import DeadlineExceededError, OverDeadlineError, ShuttingDownError
+from app.serving.model_control import ModelControl
 from app.serving.prometheus import Metrics
 from app.serving.requests import ExplainRequest, ValidRequest
 from app.serving.served_models import ModelHub, ServedModel
@@ -53,10 +54,16 @@ class ClientDisconnectedError(Exception):
 @dataclass(frozen=True)
 class Outcome:
     model: ServedModel
+    """The version that computed the result (the one the request was checked against, unless
+    a reload came in between and the job fitted the new one)."""
     layers: tuple[str, ...]
     methods: tuple[str, ...]
     image: DecodedImage
     result: JobResult
+
+    @property
+    def model_version(self) -> str:
+        return self.model.version
 
 
 @dataclass
@@ -68,6 +75,8 @@ class Service:
     worker: BatchingWorker
     metrics: Metrics
     codecs: ThreadPoolExecutor
+    control: ModelControl
+    """Loads, reloads and unloads models while the service runs (``model_control``)."""
 
     def validate(self, wanted: ExplainRequest) -> ValidRequest:
         """Check the parameters against the served model before any image byte is read."""
@@ -128,6 +137,7 @@ class Service:
                 valid.detection,
                 score_cam=score_cam,
                 channel_budget=valid.channel_budget if score_cam else None,
+                version=valid.model.version,
             ),
             methods=valid.methods,
             image=image.pixels,
@@ -139,7 +149,7 @@ class Service:
         )
         self.worker.submit([job], reservation)
         (result,) = await self._wait([job], deadline, disconnected)
-        return Outcome(valid.model, valid.layers, valid.methods, image, result)
+        return Outcome(result.model or valid.model, valid.layers, valid.methods, image, result)
 
     async def _wait(
         self,

@@ -10,6 +10,14 @@ resolved with exactly its own methods, or every job of a failed batch with the e
 whose jobs have all lost their client or passed their deadline is abandoned at the next stage
 boundary. Because only this thread touches the models, hooks and backward passes can never
 interleave.
+
+Each model has one current version (a ``LiveVersion``: its engine and what the API knows of it).
+A job is pinned to a version when it is queued: the one its request was validated against while
+that version still serves or still has jobs to finish, else the current one (when the job fits
+it). ``install`` makes a new version current and ``remove`` takes a model out of service, from
+any thread and between two batches: a version that is no longer current stays until the last
+job pinned to it has been answered, then every reference to its engine is dropped. Every result
+names the version that computed it.
 """
 
 from __future__ import annotations
@@ -18,17 +26,15 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 
-import numpy as np
-from numpy.typing import NDArray
-from torch import Tensor, set_num_threads
+from torch import set_num_threads
 
-from app.engine.engine import BatchExplanation, CamEngine
-from app.engine.errors import ExplanationError, UnknownModelError
-from app.engine.images.render import RenderedImage, RenderOptions
+from app.engine.images.render import RenderOptions
 from app.engine.models.segmenters import explaining_regions
+from app.serving.classifier_results import job_results
 from app.serving.detector_jobs import DetectorExplainer
 from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 from app.serving.jobs import (
@@ -40,6 +46,7 @@ from app.serving.jobs import (
     MethodMaps,
     Reservation,
 )
+from app.serving.live_versions import Explainer, LiveVersion, VersionTable, free_memory
 from app.serving.prometheus import Metrics
 from app.serving.segmenter_jobs import (
     is_segmenter,
@@ -56,16 +63,13 @@ __all__ = [
     "Explainer",
     "Job",
     "JobResult",
+    "LiveVersion",
     "MethodMaps",
     "RenderOptions",
     "Reservation",
 ]
 
 logger = logging.getLogger(__name__)
-
-Explainer = CamEngine | DetectorExplainer
-"""What the worker holds per model: the classifier engine (classifiers, and segmenters seen as
-classifiers of their masks) or a detector's."""
 
 
 class BatchingWorker:
@@ -79,7 +83,7 @@ class BatchingWorker:
         max_wait_s: float,
         queue_size: int,
         metrics: Metrics,
-        startup: Callable[[], dict[str, Explainer]],
+        startup: Callable[[], Mapping[str, Explainer | LiveVersion]],
         torch_threads: int = 0,
     ) -> None:
         self.max_batch_size = max_batch_size
@@ -88,7 +92,7 @@ class BatchingWorker:
         self._metrics = metrics
         self._startup = startup
         self._torch_threads = torch_threads
-        self._engines: dict[str, Explainer] = {}
+        self._versions = VersionTable()
         self._queue: deque[Job] = deque()
         self._reserved = 0
         self._idle_since = time.monotonic()
@@ -127,6 +131,34 @@ class BatchingWorker:
     def depth(self) -> int:
         return len(self._queue)
 
+    @property
+    def _engines(self) -> dict[str, Explainer]:
+        """Each model's current engine."""
+        with self._condition:
+            return {name: live.explainer for name, live in self._versions.current.items()}
+
+    def install(self, name: str, live: LiveVersion) -> None:
+        """Make ``live`` the current version of ``name``: jobs queued from now on run on it;
+        those pinned to the version it replaces still run on that one."""
+        with self._condition:
+            self._versions.install(name, live)
+            dropped = self._versions.drop_unpinned(self._queue)
+        free_memory(dropped)
+
+    def remove(self, name: str) -> None:
+        """Take ``name`` out of service: no new job is pinned to it; those already queued or
+        running finish, then its engine is dropped."""
+        with self._condition:
+            self._versions.remove(name)
+            dropped = self._versions.drop_unpinned(self._queue)
+        free_memory(dropped)
+
+    def version_of(self, name: str) -> str | None:
+        """The current version of ``name`` (``None``: not served)."""
+        with self._condition:
+            live = self._versions.current.get(name)
+            return None if live is None else live.version
+
     def reserve(self) -> Reservation:
         """Hold one queue slot for a request before its upload is read (429 when none is
         free), so that a full queue refuses requests without reading or decoding them."""
@@ -158,6 +190,8 @@ class BatchingWorker:
             held = 1 if reservation is not None and reservation.held else 0
             if len(self._queue) + self._reserved - held + len(jobs) > self.queue_size:
                 raise self._queue_full()
+            for job in jobs:
+                self._versions.pin(job)
             if reservation is not None:
                 self._unhold(reservation)
             self._queue.extend(jobs)
@@ -199,12 +233,29 @@ class BatchingWorker:
     def _run(self) -> None:
         if self._torch_threads:
             set_num_threads(self._torch_threads)
-        try:
-            self._engines = self._startup()
-        except Exception:
-            logger.exception("the worker's start-up failed; no model will be served")
+        self._install_loaded()
         while (batch := self._next_batch()) is not None:
             self._process(batch)
+            self._after_batch()
+
+    def _install_loaded(self) -> None:
+        """The start-up's models become current (no reference to them stays in ``_run``)."""
+        loaded: Mapping[str, Explainer | LiveVersion] = {}
+        try:
+            loaded = self._startup()
+        except Exception:
+            logger.exception("the worker's start-up failed; no model will be served")
+        with self._condition:
+            for name, entry in loaded.items():
+                live = entry if isinstance(entry, LiveVersion) else LiveVersion(entry)
+                self._versions.install(name, live)
+
+    def _after_batch(self) -> None:
+        """Drop the versions that only the finished batch still needed."""
+        with self._condition:
+            self._versions.running = None
+            dropped = self._versions.drop_unpinned(self._queue)
+        free_memory(dropped)
 
     def _next_batch(self) -> list[Job] | None:
         """The oldest job plus compatible ones, once the batch is full or its wait is over; a
@@ -231,6 +282,7 @@ class BatchingWorker:
             for job in batch:
                 self._queue.remove(job)
             self._metrics.queue_depth.set(len(self._queue))
+            self._versions.running = (first.key.model, first.key.version)
             return batch
 
     def _count_compatible(self, key: BatchKey) -> int:
@@ -275,34 +327,46 @@ class BatchingWorker:
             job.resolve(result)
 
     def _compute(self, jobs: list[Job], started: float) -> list[JobResult | BaseException]:
-        key = jobs[0].key
-        engine = self._engines.get(key.model)
-        if engine is None:
-            raise UnknownModelError(f"model {key.model!r} is not loaded")
-        checkpoint = partial(_abandon_if_unwanted, jobs)
-        if isinstance(engine, DetectorExplainer):
-            return engine.results(jobs, started, checkpoint)
-        segmenter = is_segmenter(engine)
-        if segmenter:
-            prepare_layers(engine, key.layers)
-        methods = list(dict.fromkeys(method for job in jobs for method in job.methods))
-        regions = job_regions(engine, jobs) if segmenter else None
-        with explaining_regions(engine.model, regions):
-            explained = engine.explain_all(
-                [job.image.to(engine.device, non_blocking=True) for job in jobs],
-                methods,
-                [job.target for job in jobs],
-                top_k=key.ranks,
-                layers=key.layers,
-                options=[job.render for job in jobs],
-                wanted=[job.methods for job in jobs],
-                checkpoint=checkpoint,
-                channel_budget=key.channel_budget,
-            )
-        results = _results(explained, jobs, started, key.ranks)
-        if segmenter:
-            with_segments(engine, jobs, results)
-        return results
+        """The batch's results, each naming the version that computed it."""
+        live = self._version_for(jobs[0].key)
+        results = _explain(live.explainer, jobs, started)
+        return [
+            result if isinstance(result, BaseException) else replace(result, model=live.model)
+            for result in results
+        ]
+
+    def _version_for(self, key: BatchKey) -> LiveVersion:
+        with self._condition:
+            return self._versions.version_for(key)
+
+
+def _explain(engine: Explainer, jobs: list[Job], started: float) -> list[JobResult | BaseException]:
+    """One engine call for the batch (``engine`` serves every job of it)."""
+    key = jobs[0].key
+    checkpoint = partial(_abandon_if_unwanted, jobs)
+    if isinstance(engine, DetectorExplainer):
+        return engine.results(jobs, started, checkpoint)
+    segmenter = is_segmenter(engine)
+    if segmenter:
+        prepare_layers(engine, key.layers)
+    methods = list(dict.fromkeys(method for job in jobs for method in job.methods))
+    regions = job_regions(engine, jobs) if segmenter else None
+    with explaining_regions(engine.model, regions):
+        explained = engine.explain_all(
+            [job.image.to(engine.device, non_blocking=True) for job in jobs],
+            methods,
+            [job.target for job in jobs],
+            top_k=key.ranks,
+            layers=key.layers,
+            options=[job.render for job in jobs],
+            wanted=[job.methods for job in jobs],
+            checkpoint=checkpoint,
+            channel_budget=key.channel_budget,
+        )
+    results = job_results(explained, jobs, started, key.ranks)
+    if segmenter:
+        with_segments(engine, jobs, results)
+    return results
 
 
 def _abandon_if_unwanted(jobs: Sequence[Job]) -> None:
@@ -310,81 +374,3 @@ def _abandon_if_unwanted(jobs: Sequence[Job]) -> None:
     now = time.monotonic()
     if not any(job.wanted(now) for job in jobs):
         raise BatchAbandonedError
-
-
-def _results(
-    explained: BatchExplanation, jobs: list[Job], started: float, ranks: int
-) -> list[JobResult | BaseException]:
-    """Each job's own methods, moved to the CPU once per (layer, method); a job that asked for
-    a (layer, method) the method refused gets that refusal instead."""
-    results = explained.results
-    predictions = results.probabilities.topk(
-        min(max(PREDICTIONS, ranks), results.logits.shape[1]), dim=1
-    )
-    top_indices, top_values = predictions.indices.cpu(), predictions.values.cpu()
-    targets = results.targets.cpu()
-    target_probabilities = results.probabilities.gather(1, results.targets).cpu()
-    on_cpu = {
-        key: _maps_on_cpu(cams.layer_maps, cams.empty_maps, explained.rendered[key])
-        for key, cams in results.maps.items()
-    }
-    compute_s = time.monotonic() - started
-    return [
-        _refusal(results.refusals, job)
-        or JobResult(
-            targets=targets[i].tolist(),
-            target_probabilities=target_probabilities[i].tolist(),
-            predictions=list(zip(top_indices[i].tolist(), top_values[i].tolist(), strict=True)),
-            maps=[
-                _method_maps(layer, method, results[(layer, method)].class_agnostic, on_cpu, i)
-                for layer in job.key.layers
-                for method in job.methods
-            ],
-            queue_wait_s=started - job.enqueued_at,
-            compute_s=compute_s,
-            batch_size=len(jobs),
-        )
-        for i, job in enumerate(jobs)
-    ]
-
-
-def _refusal(
-    refusals: dict[tuple[str, str], ExplanationError], job: Job
-) -> ExplanationError | None:
-    wanted = (refusals.get((layer, method)) for layer in job.key.layers for method in job.methods)
-    return next((refusal for refusal in wanted if refusal is not None), None)
-
-
-_CpuMaps = tuple[
-    dict[int, NDArray[np.uint8]],
-    dict[int, NDArray[np.uint8]],
-    NDArray[np.float32],
-    NDArray[np.bool_],
-]
-
-
-def _method_maps(
-    layer: str,
-    method: str,
-    class_agnostic: bool,
-    on_cpu: dict[tuple[str, str], _CpuMaps],
-    index: int,
-) -> MethodMaps:
-    overlays, heatmaps, layer_maps, empty = on_cpu[(layer, method)]
-    return MethodMaps(
-        layer,
-        method,
-        class_agnostic,
-        overlays[index],
-        heatmaps[index],
-        layer_maps[index],
-        empty[index],
-    )
-
-
-def _maps_on_cpu(layer_maps: Tensor, empty: Tensor, rendered: dict[int, RenderedImage]) -> _CpuMaps:
-    """(overlays, heatmaps) by image index, for the images that asked for the method, and the
-    layer maps and empty-map flags of every image, on the CPU."""
-    overlays = {index: image.overlays.cpu().numpy() for index, image in rendered.items()}
-    heatmaps = {index: image.heatmaps.cpu().numpy() for index, image in rendered.items()}
-    return overlays, heatmaps, layer_maps.cpu().numpy(), empty.cpu().numpy()

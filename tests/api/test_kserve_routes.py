@@ -76,8 +76,10 @@ def test_explain_gives_the_same_classes_and_maps_as_v1_explain(client: TestClien
     response = client.post("/v1/models/tiny:explain", params=PARAMS, json=instances(*IMAGES))
     assert response.status_code == 200, response.text
     body = response.json()
-    assert set(body) == {"predictions", "explanations"}
+    assert set(body) == {"model_version", "predictions", "explanations"}
     expected = [v1_explain(client, data) for data in IMAGES]
+    assert body["model_version"] == expected[0]["model_version"]
+    assert [entry["model_version"] for entry in body["explanations"]] == [body["model_version"]] * 2
     assert len(body["explanations"]) == 2
     for got, want, data in zip(body["explanations"], expected, IMAGES, strict=True):
         assert_decisive_predictions(client, data)
@@ -95,7 +97,9 @@ def test_predict_gives_the_same_predictions_as_v1_explain(client: TestClient) ->
     assert response.status_code == 200, response.text
     expected = [v1_explain(client, data)["predictions"] for data in IMAGES]
     got = response.json()
-    assert set(got) == {"predictions"}
+    assert set(got) == {"model_version", "predictions"}
+    listed = {entry["name"]: entry for entry in client.get("/v1/models").json()["models"]}
+    assert got["model_version"] == listed["tiny"]["model_version"]
     for predictions, want, data in zip(got["predictions"], expected, IMAGES, strict=True):
         assert_decisive_predictions(client, data)
         assert [p["index"] for p in predictions] == [p["index"] for p in want]

@@ -21,6 +21,8 @@ from tests.support import TINY_LABELS, write_test_models
 
 MODEL_FIELDS = {
     "name",
+    "model_version",
+    "load_error",
     "score_cam_seconds",
     "architecture",
     "task",
