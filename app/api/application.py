@@ -25,6 +25,7 @@ from app.api import (
     labelstudio_routes,
     model_routes,
     ops_routes,
+    repository_routes,
     v2_routes,
 )
 from app.api.admission import AdmissionMiddleware
@@ -39,7 +40,7 @@ from app.serving.runtime import build_service
 from app.serving.served_models import ModelHub
 from app.web import routes as web_routes
 
-__all__ = ["WORKER_STOP_S", "create_app"]
+__all__ = ["CONTROL_STOP_S", "WORKER_STOP_S", "create_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,10 @@ the worker still computes then has no client left (each request was answered or 
 one long stage (Score-CAM on a CPU runs on past its request's deadline until the stage ends)
 must not keep the process past the grace period of Compose or Kubernetes (40 s: uvicorn's
 30 s plus this)."""
+
+CONTROL_STOP_S = 1.0
+"""How long shutdown waits for the model loader thread: a load under way is not waited for (the
+thread is a daemon), its model would serve nobody."""
 
 DESCRIPTION = (
     "CAM / Grad-CAM explanations of image classifiers. POST an image to `/v1/cam` for the "
@@ -72,11 +77,13 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.worker.start()
+        service.control.start()
         fetcher = TaskImageFetcher(_image_sources(settings))
         app.state.labelstudio = LabelStudioBackend.from_service(service, fetcher)
         try:
             yield
         finally:
+            await asyncio.to_thread(service.control.stop, CONTROL_STOP_S)
             if not await asyncio.to_thread(service.worker.stop, WORKER_STOP_S):
                 logger.warning(
                     "the worker is still busy after %.0f s; exiting without it", WORKER_STOP_S
@@ -108,6 +115,7 @@ def create_app(
                 "X-Camserve-Label",
                 "X-Camserve-Score",
                 "X-Camserve-Model",
+                "X-Camserve-Model-Version",
                 "X-Camserve-Method",
                 "X-Camserve-Layer",
             ],
@@ -128,6 +136,8 @@ def create_app(
     v1.include_router(kserve_routes.router)
     app.include_router(v1)
     app.include_router(v2_routes.router, dependencies=[Depends(require_api_key)])
+    if settings.admin_key is not None:
+        app.include_router(repository_routes.router)
     if settings.labelstudio_enabled:
         app.include_router(labelstudio_routes.router)
     return app

@@ -1,5 +1,6 @@
 """Optional credentials, compared in constant time: the API key as ``Authorization: Bearer
-<key>`` for the API, basic auth for the Label Studio backend."""
+<key>`` for the API, the admin key the same way for the model repository routes, basic auth for
+the Label Studio backend."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from starlette.datastructures import Headers
 
 from app.serving.errors import BasicAuthError, UnauthorizedError
 
-__all__ = ["api_key_refusal", "require_api_key", "require_basic_auth"]
+__all__ = ["api_key_refusal", "require_admin_key", "require_api_key", "require_basic_auth"]
 
 
 async def require_api_key(request: Request) -> None:
@@ -23,16 +24,26 @@ async def require_api_key(request: Request) -> None:
         raise refusal
 
 
-def api_key_refusal(headers: Headers, expected: SecretStr | None) -> UnauthorizedError | None:
-    """Why ``headers`` do not carry the ``expected`` API key, or ``None`` when they do (or when
-    no key is set)."""
+async def require_admin_key(request: Request) -> None:
+    """Refuse the request with 401 unless it carries the admin key (the routes that need it are
+    served only when one is set)."""
+    refusal = api_key_refusal(request.headers, request.app.state.settings.admin_key, "admin key")
+    if refusal is not None:
+        raise refusal
+
+
+def api_key_refusal(
+    headers: Headers, expected: SecretStr | None, what: str = "API key"
+) -> UnauthorizedError | None:
+    """Why ``headers`` do not carry the ``expected`` key (``what`` names it), or ``None`` when
+    they do (or when no key is set)."""
     if expected is None:
         return None
     scheme, _, given = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not given:
-        return UnauthorizedError("missing API key: send 'Authorization: Bearer <key>'")
+        return UnauthorizedError(f"missing {what}: send 'Authorization: Bearer <key>'")
     if not secrets.compare_digest(given.strip().encode(), expected.get_secret_value().encode()):
-        return UnauthorizedError("wrong API key")
+        return UnauthorizedError(f"wrong {what}")
     return None
 
 

@@ -34,6 +34,8 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.CamserveError], int], ...] = (
     (errors.TooManyPixelsError, 413),
     (errors.UnsupportedImageModeError, 415),
     (errors.ImageError, 400),
+    (service_errors.ModelLoadError, 400),
+    (service_errors.ModelControlError, 400),
     (service_errors.UnauthorizedError, 401),
     (errors.UnknownModelError, 404),
     (service_errors.PayloadTooLargeError, 413),
