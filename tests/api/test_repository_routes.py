@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +125,38 @@ def test_a_load_serves_the_changed_manifest_and_answers_its_version(
     assert listed(client)["models"][0]["model_version"] == second
     cam = post_image(client, "/v1/cam", params={"model": "m"}, headers=USER)
     assert cam.headers["X-Camserve-Model-Version"] == second
+
+
+def test_the_old_version_answers_while_the_new_one_loads(
+    client: TestClient, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new version is held in its load (on the loader thread) while requests come: the
+    old version answers them at once, and the index says what is loading."""
+    hub = client.app.state.service.hub  # type: ignore[attr-defined]
+    entered, release = threading.Event(), threading.Event()
+    build = hub.build
+
+    def held_build(*args: Any) -> Any:
+        entered.set()
+        assert release.wait(30)
+        return build(*args)
+
+    monkeypatch.setattr(hub, "build", held_build)
+    first = explained_version(client)
+    write_manifest(folder, "m", "b.pt")
+    with ThreadPoolExecutor(1) as pool:
+        loading = pool.submit(client.post, "/v2/repository/models/m/load", headers=ADMIN)
+        try:
+            assert entered.wait(30)
+            assert [explained_version(client) for _ in range(3)] == [first] * 3
+            (entry,) = index(client)
+            assert (entry["version"], entry["state"]) == (first, "READY")
+            assert entry["reason"].endswith("is loading; this version serves meanwhile")
+        finally:
+            release.set()
+        second = loading.result(30).json()["version"]
+    assert second != first
+    assert explained_version(client) == second
 
 
 def test_a_failed_load_is_a_400_and_the_served_version_serves_on(

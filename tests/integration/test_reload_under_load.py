@@ -1,0 +1,240 @@
+"""Reloads under load on a live server: eight client threads ask for explanations without a
+pause while the model is reloaded five times, through the repository API (Triton's own client)
+and by rewriting its manifest in a polled folder. No request fails; each answer names a version
+that served while it was asked; between two reloads every answer comes from the last version
+loaded, so the versions seen are exactly the ones loaded, in order. A broken manifest dropped
+into the polled folder leaves the last version serving, reported in the index and /v1/models.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import tritonclient.http as triton_http
+
+from tests.integration.live import LiveServer, live_server, poll_until
+from tests.model_folders import write_checkpoint, write_manifest
+from tests.support import image_bytes
+
+pytestmark = pytest.mark.slow
+
+CLIENTS = 8
+RELOADS = 5
+WINDOW_S = 1.2
+"""How long each version serves before the next reload."""
+LOAD_LIMIT_S = 30.0
+"""The client threads stop after this whatever happens (the test takes about 10 s)."""
+ADMIN_KEY = "admin-secret"
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+IMAGE = image_bytes(64, 48, seed=3)
+
+
+@dataclass(frozen=True)
+class Answer:
+    started: float
+    ended: float
+    status: int
+    version: str
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Swap:
+    """A version made current: after ``asked`` and before ``served`` (monotonic seconds)."""
+
+    version: str
+    asked: float
+    served: float
+
+
+class Load:
+    """``CLIENTS`` threads, each asking ``/v1/explain`` for one image at a time until stopped."""
+
+    def __init__(self, server: LiveServer) -> None:
+        self._server = server
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.answers: list[Answer] = []
+        self._threads = [threading.Thread(target=self._ask) for _ in range(CLIENTS)]
+
+    def _ask(self) -> None:
+        deadline = time.monotonic() + LOAD_LIMIT_S
+        with httpx.Client(timeout=LOAD_LIMIT_S) as client:
+            while not self._stop.is_set() and time.monotonic() < deadline:
+                self._record(self._one(client))
+
+    def _one(self, client: httpx.Client) -> Answer:
+        started = time.monotonic()
+        try:
+            response = client.post(
+                self._server.url("/v1/explain"),
+                params={"model": "m", "include": ""},
+                content=IMAGE,
+                headers={"Content-Type": "image/png"},
+            )
+        except httpx.HTTPError as error:
+            return Answer(started, time.monotonic(), 0, "", repr(error))
+        ended = time.monotonic()
+        if response.status_code != 200:
+            return Answer(started, ended, response.status_code, "", response.text)
+        version = response.json()["model_version"]
+        assert response.headers["X-Camserve-Model-Version"] == version
+        return Answer(started, ended, 200, version)
+
+    def _record(self, answer: Answer) -> None:
+        with self._lock:
+            self.answers.append(answer)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.answers)
+
+    @contextmanager
+    def running(self) -> Iterator[Load]:
+        for thread in self._threads:
+            thread.start()
+        try:
+            poll_until(lambda: self.count() >= CLIENTS, what="the first answers")
+            yield self
+        finally:
+            self._stop.set()
+            for thread in self._threads:
+                thread.join(LOAD_LIMIT_S)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """``m``, the demo architecture on checkpoint ``a.pt``; ``b.pt`` beside it."""
+    models = tmp_path / "models"
+    models.mkdir()
+    write_checkpoint(models / "a.pt", seed=1)
+    write_checkpoint(models / "b.pt", seed=2)
+    write_manifest(models, "m", "a.pt")
+    return models
+
+
+def listed_model(server: LiveServer) -> dict[str, Any]:
+    (model,) = httpx.get(server.url("/v1/models"), timeout=10).json()["models"]
+    return dict(model)
+
+
+def reload_under_load(
+    server: LiveServer, folder: Path, reload: Callable[[str], str]
+) -> tuple[list[Answer], list[Swap]]:
+    """Five reloads (``reload(weights)`` returns the new version once it serves), alternating
+    between the two checkpoints, each version serving for ``WINDOW_S`` under load."""
+    swaps = [Swap(listed_model(server)["model_version"], -math.inf, time.monotonic())]
+    with Load(server).running() as load:
+        for index in range(RELOADS):
+            time.sleep(WINDOW_S)
+            asked = time.monotonic()
+            write_manifest(folder, "m", "b.pt" if index % 2 == 0 else "a.pt")
+            version = reload("m")
+            swaps.append(Swap(version, asked, time.monotonic()))
+        time.sleep(WINDOW_S)
+    return load.answers, swaps
+
+
+def versions_per_window(answers: list[Answer], swaps: list[Swap]) -> list[str]:
+    """Check every answer against the versions that served while it was asked, and return the
+    version of the answers between each two reloads (there must be some, all of one version)."""
+    ends = [swap.served for swap in swaps[1:]] + [math.inf]
+    for answer in answers:
+        serving = {
+            swap.version
+            for swap, end in zip(swaps, ends, strict=True)
+            if swap.asked <= answer.ended and answer.started <= end
+        }
+        assert answer.version in serving, (answer, swaps)
+    seen = []
+    starts = [swap.asked for swap in swaps[1:]] + [math.inf]
+    for swap, next_asked in zip(swaps, starts, strict=True):
+        inside = {a.version for a in answers if a.started > swap.served and a.ended < next_asked}
+        assert inside == {swap.version}, (swap, inside)
+        seen.append(swap.version)
+    return seen
+
+
+def assert_reloads_dropped_nothing(answers: list[Answer], swaps: list[Swap]) -> None:
+    failures = [answer for answer in answers if answer.status != 200]
+    assert failures == []
+    first, second = swaps[0].version, swaps[1].version
+    assert first != second
+    assert [swap.version for swap in swaps] == [first, second] * 3
+    assert versions_per_window(answers, swaps) == [first, second] * 3
+    during = sum(1 for a in answers for s in swaps[1:] if s.asked < a.ended < s.served)
+    print(
+        f"\n{len(answers)} requests from {CLIENTS} threads, {len(failures)} failed, "
+        f"{during} answered while a new version loaded; versions loaded "
+        f"{[swap.version for swap in swaps]}, seen per window {versions_per_window(answers, swaps)}"
+    )
+
+
+def test_explicit_reloads_through_tritons_client_fail_no_request(
+    folder: Path, tmp_path: Path
+) -> None:
+    settings = {"model_control": "explicit", "admin_key": ADMIN_KEY, "max_wait_ms": 2}
+    with live_server(folder, tmp_path, settings) as server:
+        triton = triton_http.InferenceServerClient(url=server.base_url.removeprefix("http://"))
+
+        def reload(name: str) -> str:
+            triton.load_model(name, headers=ADMIN)
+            (entry,) = triton.get_model_repository_index(headers=ADMIN)
+            assert entry["state"] == "READY"
+            return str(entry["version"])
+
+        try:
+            answers, swaps = reload_under_load(server, folder, reload)
+        finally:
+            triton.close()
+    assert_reloads_dropped_nothing(answers, swaps)
+
+
+def test_poll_reloads_fail_no_request_and_a_broken_manifest_keeps_the_version(
+    folder: Path, tmp_path: Path
+) -> None:
+    settings = {
+        "model_control": "poll",
+        "poll_interval_s": 0.2,
+        "admin_key": ADMIN_KEY,
+        "max_wait_ms": 2,
+    }
+    with live_server(folder, tmp_path, settings) as server:
+
+        def reload(_name: str) -> str:
+            before = listed_model(server)["model_version"]
+            poll_until(
+                lambda: listed_model(server)["model_version"] != before,
+                timeout=LOAD_LIMIT_S,
+                what="the rewritten manifest served",
+            )
+            return str(listed_model(server)["model_version"])
+
+        answers, swaps = reload_under_load(server, folder, reload)
+        assert_reloads_dropped_nothing(answers, swaps)
+        last = swaps[-1].version
+        with Load(server).running() as load:
+            write_manifest(folder, "m", "missing.pt")
+            poll_until(
+                lambda: listed_model(server)["load_error"] is not None,
+                timeout=LOAD_LIMIT_S,
+                what="the failed load reported",
+            )
+            time.sleep(WINDOW_S)
+        assert "missing.pt" in listed_model(server)["load_error"]
+        index = httpx.post(server.url("/v2/repository/index"), headers=ADMIN, timeout=10)
+        (entry,) = index.json()
+        assert (entry["name"], entry["version"], entry["state"]) == ("m", last, "READY")
+        assert "missing.pt" in entry["reason"]
+        assert [a for a in load.answers if a.status != 200] == []
+        assert {a.version for a in load.answers} == {last}
+        assert "failed to load" in server.log(tail=None)
