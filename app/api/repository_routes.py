@@ -92,7 +92,10 @@ class ProtocolError(BaseModel):
 
 class LoadAnswer(BaseModel):
     name: str
-    version: str
+    version: str = Field(
+        description="The version now serving (load), or the one that served until the unload "
+        "(empty when none did)."
+    )
     state: Literal["READY", "UNAVAILABLE"]
 
 
@@ -153,8 +156,9 @@ async def load_model(name: str, request: Request, service: ServiceDep) -> LoadAn
 )
 async def unload_model(name: str, request: Request, service: ServiceDep) -> LoadAnswer:
     _check_parameters(await _json_body(request), UNLOAD_PARAMETERS_TAKEN, "unload")
-    await _finished(service.control.unload(name))
-    return LoadAnswer(name=name, version="", state="UNAVAILABLE")
+    served = await _finished(service.control.unload(name))
+    version = "" if served is None else served.version
+    return LoadAnswer(name=name, version=version, state="UNAVAILABLE")
 
 
 async def _finished(done: Future[ServedModel | None]) -> ServedModel | None:

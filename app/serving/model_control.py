@@ -91,7 +91,8 @@ class ModelControl:
         return self._submit("load", name)
 
     def unload(self, name: str) -> Future[ServedModel | None]:
-        """Take ``name`` out of service; resolved once no new request reaches it."""
+        """Take ``name`` out of service; resolved, with the version that served (if any), once
+        no new request reaches it."""
         return self._submit("unload", name)
 
     def index(self) -> list[RepositoryEntry]:
@@ -150,8 +151,7 @@ class ModelControl:
             if command.action == "load":
                 command.done.set_result(self._load(command.name))
             else:
-                self._unload(command.name)
-                command.done.set_result(None)
+                command.done.set_result(self._unload(command.name))
         except Exception as error:
             if not isinstance(error, ModelLoadError | UnknownModelError):
                 logger.exception("%s of model %s failed", command.action, command.name)
@@ -193,13 +193,16 @@ class ModelControl:
         self._hub.publish(served)
         return served
 
-    def _unload(self, name: str) -> None:
+    def _unload(self, name: str) -> ServedModel | None:
+        """Take ``name`` out of service; the version that served until now, if any."""
         file = self._manifest(name)
         known = self._hub.snapshot().states
         if file is None and name not in known:
             raise UnknownModelError(f"unknown model {name!r}")
+        served = self._hub.serving(name)
         self._hub.withdraw(name, forget=file is None)
         self._worker.remove(name)
+        return served
 
     def _manifest(self, name: str) -> ManifestFile | None:
         files = read_folder(self._settings.models_dir, self._hub.versions)

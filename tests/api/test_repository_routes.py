@@ -183,7 +183,7 @@ def test_an_unloaded_model_answers_503_until_it_is_loaded_again(client: TestClie
         json={"parameters": {"unload_dependents": False}},  # what Triton's client sends
         headers=ADMIN,
     )
-    assert response.json() == {"name": "m", "version": "", "state": "UNAVAILABLE"}
+    assert response.json() == {"name": "m", "version": first, "state": "UNAVAILABLE"}
     refused = post_image(client, "/v1/explain", params={"model": "m"}, headers=USER)
     assert "was unloaded" in assert_error(refused, 503, "model_unavailable")
     assert index(client) == [

@@ -116,14 +116,14 @@ def test_a_new_manifest_is_loaded_and_an_unloaded_model_answers_503_then_404(
         loaded = service.control.load("n").result(WAIT_S)
         assert loaded is not None
         assert settled_version(service, "n") == loaded.version
-        assert service.control.unload("n").result(WAIT_S) is None
+        assert service.control.unload("n").result(WAIT_S) == loaded
         assert settled_version(service, "n") is None
         with pytest.raises(ModelUnavailableError, match="was unloaded"):
             service.hub.get("n")
         assert entry(service, "n").state == "UNAVAILABLE"
         assert entry(service, "n").reason == "unloaded"
         (folder / "n.toml").unlink()
-        service.control.unload("n").result(WAIT_S)  # its manifest gone: forgotten
+        assert service.control.unload("n").result(WAIT_S) is None  # gone: forgotten
         with pytest.raises(UnknownModelError):
             service.hub.get("n")
         assert [item.name for item in service.control.index()] == ["m"]
