@@ -84,6 +84,12 @@ class Settings(BaseSettings):
     poll_interval_s: float = Field(
         5.0, gt=0, le=3600, description="poll: seconds between two reads of the models folder."
     )
+    cache_mb: float = Field(
+        256,
+        ge=0,
+        description="Megabytes of finished answers kept for identical requests; 0 turns the "
+        "answer cache off.",
+    )
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated origins allowed by CORS."
     )

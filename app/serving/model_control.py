@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,8 +57,16 @@ class _Command:
 class ModelControl:
     """The loader thread of one app, and the repository's index."""
 
-    def __init__(self, settings: Settings, hub: ModelHub, worker: BatchingWorker) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        hub: ModelHub,
+        worker: BatchingWorker,
+        on_change: Callable[[str], object] | None = None,
+    ) -> None:
         self._settings = settings
+        self._on_change = on_change
+        """Called with a model's name once a new version of it serves, or none does."""
         self._hub = hub
         self._worker = worker
         self._commands: queue.Queue[_Command | None] = queue.Queue()
@@ -191,6 +200,7 @@ class ModelControl:
             self._loading = None
         self._worker.install(name, LiveVersion(explainer, served))
         self._hub.publish(served)
+        self._changed(name)
         return served
 
     def _unload(self, name: str) -> ServedModel | None:
@@ -202,7 +212,12 @@ class ModelControl:
         served = self._hub.serving(name)
         self._hub.withdraw(name, forget=file is None)
         self._worker.remove(name)
+        self._changed(name)
         return served
+
+    def _changed(self, name: str) -> None:
+        if self._on_change is not None:
+            self._on_change(name)
 
     def _manifest(self, name: str) -> ManifestFile | None:
         files = read_folder(self._settings.models_dir, self._hub.versions)

@@ -60,6 +60,24 @@ class Metrics:
         self.queue_depth = Gauge(
             "camserve_queue_depth", "Jobs waiting in the queue.", registry=self.registry
         )
+        self.cache_hits = Counter(
+            "camserve_cache_hits",
+            "Requests answered from the answer cache.",
+            registry=self.registry,
+        )
+        self.cache_misses = Counter(
+            "camserve_cache_misses",
+            "Requests the answer cache did not hold (computed, then stored).",
+            registry=self.registry,
+        )
+        self.cache_evictions = Counter(
+            "camserve_cache_evictions",
+            "Answers dropped from the cache to make room for newer ones.",
+            registry=self.registry,
+        )
+        self.cache_bytes = Gauge(
+            "camserve_cache_bytes", "Bytes the answer cache holds.", registry=self.registry
+        )
         self.gpu_memory = Gauge(
             "camserve_gpu_memory_bytes",
             "CUDA memory allocated by the worker's device.",

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from app.config import Settings
 from app.engine.models.devices import resolve_device
+from app.serving.answer_cache import AnswerCache
 from app.serving.model_control import ModelControl
 from app.serving.prometheus import Metrics
 from app.serving.served_models import ModelHub
@@ -61,4 +62,6 @@ def build_service(
         max_workers=settings.codec_threads or os.cpu_count() or 1,
         thread_name_prefix="camserve-codec",
     )
-    return Service(settings, hub, worker, metrics, codecs, ModelControl(settings, hub, worker))
+    answers = AnswerCache(round(settings.cache_mb * 1024 * 1024), metrics)
+    control = ModelControl(settings, hub, worker, on_change=answers.drop_model)
+    return Service(settings, hub, worker, metrics, codecs, control, answers)

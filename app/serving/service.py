@@ -26,6 +26,7 @@ from app.engine.images.colormaps import validate_colormap
 from app.engine.images.imaging import DecodedImage, decode_image, encode_image
 from app.engine.images.render import validate_alpha
 from app.engine.methods import get_method
+from app.serving.answer_cache import AnswerCache
 from app.serving.errors import DeadlineExceededError, OverDeadlineError, ShuttingDownError
 from app.serving.model_control import ModelControl
 from app.serving.prometheus import Metrics
@@ -77,6 +78,8 @@ class Service:
     codecs: ThreadPoolExecutor
     control: ModelControl
     """Loads, reloads and unloads models while the service runs (``model_control``)."""
+    answers: AnswerCache
+    """Finished answers of identical requests (``answer_cache``)."""
 
     def validate(self, wanted: ExplainRequest) -> ValidRequest:
         """Check the parameters against the served model before any image byte is read."""

@@ -15,6 +15,7 @@ import pytest
 
 from app.config import Settings
 from app.engine.errors import UnknownModelError
+from app.serving.answer_cache import CachedAnswer, answer_key, image_digest
 from app.serving.errors import ModelControlError, ModelLoadError, ModelUnavailableError
 from app.serving.model_repository import RepositoryEntry
 from app.serving.runtime import build_service
@@ -217,3 +218,18 @@ def test_poll_keeps_the_served_version_when_a_manifest_breaks(
         eventually(lambda: served_version(service, "m") != first, "the repaired manifest loaded")
         assert settled_version(service, "m") != first
         assert service.hub.snapshot().load_errors == {}
+
+
+def test_a_reload_and_an_unload_drop_the_models_cached_answers(folder: Path) -> None:
+    write_manifest(folder, "n", "a.pt")
+    with running(folder) as service:
+        answer = CachedAnswer(b"overlay", "image/png", ())
+        for name in ("m", "n"):
+            key = answer_key("/v1/cam", image_digest(b"image"), (name, "v"), {}, None)
+            assert service.answers.put(key, answer)
+        write_manifest(folder, "m", "b.pt")
+        service.control.load("m").result(WAIT_S)
+        assert len(service.answers) == 1
+        assert service.answers.bytes_held == answer.size
+        service.control.unload("n").result(WAIT_S)
+        assert len(service.answers) == 0

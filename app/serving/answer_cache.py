@@ -1,0 +1,148 @@
+"""Finished answers kept for identical requests: a thread-safe LRU bounded in bytes.
+
+An answer is found again under a sha256 of everything that decides it: the route, the image
+bytes, the model and the version that computed it, the request's options and the caller's API
+key (hashed). A reload gives the model a new version, so its old answers are never found again;
+``drop_model`` lets them go at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from app.serving.prometheus import Metrics
+
+__all__ = ["ENTRY_OVERHEAD_BYTES", "AnswerCache", "AnswerKey", "CachedAnswer", "answer_key"]
+
+ENTRY_OVERHEAD_BYTES = 256
+"""Counted for each entry besides its body and headers (the key, the objects around them)."""
+
+
+@dataclass(frozen=True)
+class CachedAnswer:
+    """What a route sent: the body, its media type and the headers that belong to it."""
+
+    body: bytes
+    media_type: str
+    headers: tuple[tuple[str, str], ...]
+
+    @property
+    def size(self) -> int:
+        """Bytes this answer holds in the cache."""
+        header_bytes = sum(len(name) + len(value) for name, value in self.headers)
+        return len(self.body) + len(self.media_type) + header_bytes + ENTRY_OVERHEAD_BYTES
+
+
+@dataclass(frozen=True)
+class AnswerKey:
+    """The digest an answer is stored under, and the model it belongs to."""
+
+    digest: str
+    model: str
+
+
+def answer_key(
+    route: str,
+    image_digest: str,
+    model: tuple[str, str],
+    options: Mapping[str, object],
+    api_key: str | None,
+) -> AnswerKey:
+    """The key of one request: ``model`` is (name, version), ``image_digest`` the image's sha256
+    and ``options`` every parameter that changes the answer (written in sorted order)."""
+    name, version = model
+    key_identity = "" if api_key is None else hashlib.sha256(api_key.encode()).hexdigest()
+    parts = (
+        route,
+        image_digest,
+        name,
+        version,
+        json.dumps(options, sort_keys=True, default=str),
+        key_identity,
+    )
+    digest = hashlib.sha256()
+    for part in parts:
+        encoded = part.encode()
+        digest.update(len(encoded).to_bytes(8, "big"))
+        digest.update(encoded)
+    return AnswerKey(digest.hexdigest(), name)
+
+
+def image_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class AnswerCache:
+    """At most ``max_bytes`` of answers, the least recently used going first; 0 keeps none."""
+
+    def __init__(self, max_bytes: int, metrics: Metrics | None = None) -> None:
+        self.max_bytes = max_bytes
+        self._metrics = metrics
+        self._entries: OrderedDict[str, tuple[AnswerKey, CachedAnswer]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    @property
+    def bytes_held(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: AnswerKey) -> CachedAnswer | None:
+        """The answer stored under ``key`` (now the most recently used), counted as a hit or
+        a miss."""
+        with self._lock:
+            entry = self._entries.get(key.digest)
+            if entry is not None:
+                self._entries.move_to_end(key.digest)
+        if self._metrics is not None:
+            counter = self._metrics.cache_misses if entry is None else self._metrics.cache_hits
+            counter.inc()
+        return None if entry is None else entry[1]
+
+    def put(self, key: AnswerKey, answer: CachedAnswer) -> bool:
+        """Store ``answer``, evicting the least recently used ones to make room; an answer
+        larger than the whole cache is not stored. Whether it was stored."""
+        if answer.size > self.max_bytes:
+            return False
+        with self._lock:
+            self._remove(key.digest)
+            self._entries[key.digest] = (key, answer)
+            self._bytes += answer.size
+            evicted = 0
+            while self._bytes > self.max_bytes:
+                self._remove(next(iter(self._entries)))
+                evicted += 1
+            self._publish(evicted)
+        return True
+
+    def drop_model(self, model: str) -> int:
+        """Forget every answer of ``model`` (reloaded or unloaded); how many were dropped."""
+        with self._lock:
+            digests = [digest for digest, (key, _) in self._entries.items() if key.model == model]
+            for digest in digests:
+                self._remove(digest)
+            self._publish(0)
+        return len(digests)
+
+    def _remove(self, digest: str) -> None:
+        entry = self._entries.pop(digest, None)
+        if entry is not None:
+            self._bytes -= entry[1].size
+
+    def _publish(self, evicted: int) -> None:
+        if self._metrics is None:
+            return
+        if evicted:
+            self._metrics.cache_evictions.inc(evicted)
+        self._metrics.cache_bytes.set(self._bytes)
