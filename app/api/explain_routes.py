@@ -12,6 +12,7 @@ import numpy as np
 from fastapi import APIRouter, Query, Request, Response
 from numpy.typing import NDArray
 
+from app.api.answer_caching import AnswerFound, AnswerLookup
 from app.api.deps import ServiceDep
 from app.api.image_json import ImageJSONResponse
 from app.api.schemas import (
@@ -74,12 +75,19 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _run(request: Request, service: Service, wanted: ExplainRequest) -> Outcome:
-    """Validate, hold a queue slot (429 before any byte of the upload is read), read, explain."""
+async def _run(
+    request: Request,
+    service: Service,
+    wanted: ExplainRequest,
+    lookup: AnswerLookup | None = None,
+) -> Outcome:
+    """Validate, hold a queue slot (429 before any byte of the upload is read), read, look the
+    answer up when ``lookup`` is given (``AnswerFound`` when cached), explain."""
     valid = service.validate(wanted)
     reservation = service.worker.reserve()
     try:
-        data = await read_image_upload(request, service.settings.max_upload_bytes)
+        upload = read_image_upload(request, service.settings.max_upload_bytes)
+        data = await (upload if lookup is None else lookup.read(upload, valid.model))
         started: float = getattr(request.state, "started", time.monotonic())
         return await service.explain(
             valid,
@@ -118,7 +126,16 @@ async def _disconnected(request: Request) -> None:
 async def cam(
     request: Request, params: Annotated[CamParams, Query()], service: ServiceDep
 ) -> Response:
-    outcome = await _run(request, service, params.to_request())
+    lookup = AnswerLookup.of(request, service, params)
+    try:
+        outcome = await _run(request, service, params.to_request(), lookup)
+    except AnswerFound as found:
+        return found.response
+    return lookup.keep(await _overlay_answer(service, params, outcome), outcome.model)
+
+
+async def _overlay_answer(service: Service, params: CamParams, outcome: Outcome) -> Response:
+    """``/v1/cam``'s answer: the overlay of the first explained class, with its headers."""
     result = outcome.result
     headers = {
         "X-Camserve-Model": outcome.model.name,
@@ -153,26 +170,60 @@ async def cam(
     openapi_extra=IMAGE_BODY,
     responses=ERRORS,
     summary="Explain one image with several methods and classes; JSON with what `include` names",
+    name="explain",
     description="Each explanation carries exactly what `include` lists (default: "
     f"`{DEFAULT_INCLUDE}`, the two base64 images); fields not asked for are left out. "
     "`include=boxes` answers with boxes and no image, for labeling tools. `predictions` "
     f"lists the {DEFAULT_PREDICTIONS} most likely classes (or top_k, when larger) unless the "
     "`predictions` parameter gives another count.",
 )
-async def explain(
+async def explain_cached(
     request: Request,
     params: Annotated[ExplainParams, Query()],
     service: ServiceDep,
-    answer: Response,
+) -> Response:
+    wanted = _wanted(params)
+    lookup = AnswerLookup.of(request, service, params)
+    try:
+        outcome = await _run(request, service, params.to_request(), lookup)
+    except AnswerFound as found:
+        return found.response
+    response = await _explained(request, service, (params, wanted), outcome)
+    rendered = ImageJSONResponse(
+        response.model_dump(mode="json", exclude_none=True),
+        headers={MODEL_VERSION_HEADER: outcome.model_version},
+    )
+    return lookup.keep(rendered, outcome.model)
+
+
+async def explain(
+    request: Request, params: ExplainParams, service: Service, answer: Response
 ) -> ExplainResponse:
-    wanted = _Wanted(
+    """``/v1/explain``'s answer computed without the cache, its version in ``answer``'s
+    headers (KServe's explain runs each instance through it)."""
+    wanted = _wanted(params)
+    outcome = await _run(request, service, params.to_request())
+    answer.headers[MODEL_VERSION_HEADER] = outcome.model_version
+    return await _explained(request, service, (params, wanted), outcome)
+
+
+def _wanted(params: ExplainParams) -> _Wanted:
+    return _Wanted(
         params.format,
         params.included(),
         parse_threshold(params.threshold),
         largest_only=params.regions == "largest",
     )
-    outcome = await _run(request, service, params.to_request())
-    answer.headers[MODEL_VERSION_HEADER] = outcome.model_version
+
+
+async def _explained(
+    request: Request,
+    service: Service,
+    asked: tuple[ExplainParams, _Wanted],
+    outcome: Outcome,
+) -> ExplainResponse:
+    """``/v1/explain``'s answer, with what the query's ``include`` lists."""
+    params, wanted = asked
     encode_started = time.monotonic()
     explanations = await asyncio.gather(
         *(
