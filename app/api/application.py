@@ -118,6 +118,7 @@ def create_app(
                 "X-Camserve-Model-Version",
                 "X-Camserve-Method",
                 "X-Camserve-Layer",
+                "X-Camserve-Cache",
             ],
         )
     # Added first, so it runs inside the request context (request id, metrics, log line).

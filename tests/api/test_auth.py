@@ -142,6 +142,7 @@ def test_cors_lets_a_browser_read_errors_and_result_headers(locked: TestClient) 
     exposed = served.headers["access-control-expose-headers"].lower()
     for name in ("x-camserve-class", "x-camserve-label", "x-camserve-score", "x-request-id"):
         assert name in exposed
+    assert "x-camserve-cache" in exposed
 
 
 def test_cors_refuses_other_origins(locked: TestClient) -> None:
