@@ -19,6 +19,7 @@ from app.api.schemas import CamParams
 from app.serving.service import Service
 from tests.api.helpers import assert_error, make_settings, post_image, serving
 from tests.harness.live_server import MetricsSnapshot
+from tests.model_folders import write_checkpoint, write_manifest
 from tests.support import BROKEN_PNG, image_bytes
 
 KEY = "the-one-key"
@@ -211,3 +212,30 @@ def test_concurrent_requests_get_exactly_the_uncached_answers(models_dir: Path) 
         assert response.status_code == 200
         assert response.content == expected[ask_]
     assert hits >= 80 - 8 * len(asks)
+
+
+def test_a_reload_is_a_miss_answered_by_the_new_version_and_an_unload_serves_nothing(
+    tmp_path: Path,
+) -> None:
+    write_checkpoint(tmp_path / "a.pt", seed=1)
+    write_checkpoint(tmp_path / "b.pt", seed=2)
+    write_manifest(tmp_path, "m", "a.pt")
+    admin = {"authorization": "Bearer admin-secret"}
+    settings = make_settings(
+        tmp_path, admin_key="admin-secret", model_control="explicit", cache_mb=16
+    )
+    with serving(settings) as client:
+        image = image_bytes(seed=91)
+        first = post_image(client, data=image, params={"model": "m"})
+        assert post_image(client, data=image, params={"model": "m"}).headers[
+            "x-camserve-cache"
+        ] == ("hit")
+        write_manifest(tmp_path, "m", "b.pt")
+        assert client.post("/v2/repository/models/m/load", headers=admin).status_code == 200
+        reloaded = post_image(client, data=image, params={"model": "m"})
+        assert reloaded.headers["x-camserve-cache"] == "miss"
+        new_version = reloaded.headers["x-camserve-model-version"]
+        assert new_version != first.headers["x-camserve-model-version"]
+        assert client.post("/v2/repository/models/m/unload", headers=admin).status_code == 200
+        assert len(service_of(client).answers) == 0
+        assert post_image(client, data=image, params={"model": "m"}).status_code == 503
