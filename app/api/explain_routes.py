@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 
 from app.api.answer_caching import AnswerFound, AnswerLookup
 from app.api.deps import ServiceDep
+from app.api.explaining import explain_in_slot
 from app.api.image_json import ImageJSONResponse
 from app.api.schemas import (
     DEFAULT_INCLUDE,
@@ -84,26 +85,12 @@ async def _run(
     """Validate, hold a queue slot (429 before any byte of the upload is read), read, look the
     answer up when ``lookup`` is given (``AnswerFound`` when cached), explain."""
     valid = service.validate(wanted)
-    reservation = service.worker.reserve()
-    try:
+
+    async def image() -> bytes:
         upload = read_image_upload(request, service.settings.max_upload_bytes)
-        data = await (upload if lookup is None else lookup.read(upload, valid.model))
-        started: float = getattr(request.state, "started", time.monotonic())
-        return await service.explain(
-            valid,
-            data,
-            deadline=started + service.settings.request_timeout_s,
-            disconnected=lambda: _disconnected(request),
-            reservation=reservation,
-        )
-    finally:
-        service.worker.release(reservation)
+        return await (upload if lookup is None else lookup.read(upload, valid.model))
 
-
-async def _disconnected(request: Request) -> None:
-    """Return once the client has gone (the body has been read by then)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
+    return await explain_in_slot(request, service, valid, image)
 
 
 @router.post(

@@ -26,6 +26,7 @@ from starlette.types import Message
 from app.api import explain_routes
 from app.api.deps import ServiceDep
 from app.api.image_json import ImageJSONResponse
+from app.api.model_readiness import ModelReady, model_readiness
 from app.api.schemas import (
     Detection,
     ErrorResponse,
@@ -33,6 +34,7 @@ from app.api.schemas import (
     ExplainResponse,
     Prediction,
 )
+from app.api.uploads import read_json_body
 from app.engine.errors import NotAnImageError
 from app.serving.errors import PayloadTooLargeError, UnsupportedMediaTypeError
 from app.serving.service import Service
@@ -40,9 +42,6 @@ from app.serving.service import Service
 __all__ = ["router"]
 
 router = APIRouter(tags=["kserve v1"])
-
-JSON_OVERHEAD_BYTES = 64 * 1024
-"""Room for the JSON around the base64 images of one request."""
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     **explain_routes.ERRORS,
@@ -69,11 +68,6 @@ class V1Request(BaseModel):
     instances: list[Instance] = Field(min_length=1)
 
 
-class ModelReady(BaseModel):
-    name: str
-    ready: bool
-
-
 class PredictResponse(BaseModel):
     model_version: str = Field(
         description="The version of the model that computed the instances; should a reload "
@@ -98,13 +92,7 @@ class ExplainV1Response(PredictResponse):
     summary="KServe V1 model readiness",
 )
 async def model_ready(name: str, service: ServiceDep) -> JSONResponse:
-    hub = service.hub
-    if not hub.finished.is_set() and name in hub.states:
-        return JSONResponse(ModelReady(name=name, ready=False).model_dump(), status_code=503)
-    served = hub.get(name)
-    ready = not service.worker.stopping
-    body = ModelReady(name=served.name, ready=ready).model_dump()
-    return JSONResponse(body, status_code=200 if ready else 503)
+    return model_readiness(name, service)
 
 
 @router.post(
@@ -177,22 +165,7 @@ async def _read_body(request: Request, max_upload_bytes: int) -> bytes:
             f"unsupported content type {media_type or '(none)'!r}: send application/json "
             '{"instances": [{"image": {"b64": ...}}]}'
         )
-    limit = max_upload_bytes * 4 // 3 + JSON_OVERHEAD_BYTES
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
-    chunks: list[bytes] = []
-    received = 0
-    async for chunk in request.stream():
-        received += len(chunk)
-        if received > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _too_large(limit: int) -> PayloadTooLargeError:
-    return PayloadTooLargeError(f"the JSON body is larger than the {limit:,}-byte limit")
+    return await read_json_body(request, max_upload_bytes, "the JSON body")
 
 
 def _decode_instances(body: bytes, max_upload_bytes: int, max_instances: int) -> list[bytes]:

@@ -17,12 +17,20 @@ from app.engine.errors import NotAnImageError
 from app.serving.errors import PayloadTooLargeError, UnsupportedMediaTypeError
 from app.serving.service import ClientDisconnectedError
 
-__all__ = ["FIELD", "MULTIPART_ALLOWANCE", "read_image_upload"]
+__all__ = [
+    "FIELD",
+    "JSON_OVERHEAD_BYTES",
+    "MULTIPART_ALLOWANCE",
+    "read_image_upload",
+    "read_json_body",
+]
 
 FIELD = "image"
 RAW_TYPES = ("application/octet-stream",)
 MULTIPART_ALLOWANCE = 64 * 1024
 """Bytes a multipart body may carry beyond the image limit (boundaries, part headers)."""
+JSON_OVERHEAD_BYTES = 64 * 1024
+"""Bytes a JSON body may carry beyond one image as base64 (the rest of the document)."""
 HOW_TO_SEND = (
     f"send the image as the multipart field '{FIELD}' or as the raw body with an image/* "
     "content type"
@@ -49,6 +57,14 @@ async def read_image_upload(request: Request, max_bytes: int) -> bytes:
     return data
 
 
+async def read_json_body(request: Request, max_upload_bytes: int, what: str) -> bytes:
+    """A JSON body that carries one image as base64 (KServe's V1, the Open Inference
+    Protocol), refused (413, naming ``what``) past the room that takes."""
+    limit = max_upload_bytes * 4 // 3 + JSON_OVERHEAD_BYTES
+    _check_declared_length(request, limit, allowance=0, what=what)
+    return b"".join([chunk async for chunk in _limited(request, limit, what)])
+
+
 def _declares_no_body(request: Request) -> bool:
     """A request whose ``Content-Length`` is 0, or an HTTP/1 one with neither that nor
     ``Transfer-Encoding`` (RFC 9112: no body), is an empty upload, whatever content type it
@@ -60,27 +76,31 @@ def _declares_no_body(request: Request) -> bool:
     return http1 and "transfer-encoding" not in headers
 
 
-def _check_declared_length(request: Request, max_bytes: int, allowance: int) -> None:
+def _check_declared_length(
+    request: Request, max_bytes: int, allowance: int, what: str = "the upload"
+) -> None:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes + allowance:
-        raise _too_large(max_bytes)
+        raise _too_large(max_bytes, what)
 
 
-def _too_large(max_bytes: int) -> PayloadTooLargeError:
-    return PayloadTooLargeError(f"the upload is larger than the {max_bytes:,}-byte limit")
+def _too_large(max_bytes: int, what: str = "the upload") -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"{what} is larger than the {max_bytes:,}-byte limit")
 
 
-async def _limited(request: Request, max_bytes: int) -> AsyncGenerator[bytes, None]:
+async def _limited(
+    request: Request, max_bytes: int, what: str = "the upload"
+) -> AsyncGenerator[bytes, None]:
     """The body's chunks; a client that leaves half-way is a 499 in the log, not a fault."""
     received = 0
     try:
         async for chunk in request.stream():
             received += len(chunk)
             if received > max_bytes:
-                raise _too_large(max_bytes)
+                raise _too_large(max_bytes, what)
             yield chunk
     except ClientDisconnect as error:
-        raise ClientDisconnectedError("the client left while sending its upload") from error
+        raise ClientDisconnectedError(f"the client left while sending {what}") from error
 
 
 async def _multipart_image(request: Request, max_bytes: int) -> bytes:

@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 from fastapi import Request
 from pydantic import ValidationError
-from starlette.requests import ClientDisconnect
 
+from app.api.uploads import read_json_body
 from app.api.v2_errors import InvalidInferenceRequestError
 from app.api.v2_outputs import outputs_of
 from app.api.v2_schemas import InferenceRequest, Parameter, RequestInput, RequestOutput
@@ -26,12 +26,10 @@ from app.api.v2_tensors import unpack_bytes
 from app.engine.errors import NotAnImageError
 from app.engine.models.manifest import Task
 from app.serving.errors import PayloadTooLargeError, UnsupportedMediaTypeError
-from app.serving.service import ClientDisconnectedError
 
 __all__ = [
     "HEADER_LENGTH",
     "INPUT_NAME",
-    "JSON_OVERHEAD_BYTES",
     "RequestedOutput",
     "boolean_parameter",
     "image_input",
@@ -43,7 +41,6 @@ __all__ = [
 HEADER_LENGTH = "Inference-Header-Content-Length"
 """The binary tensor data extension's header: the length of the JSON before the raw bytes."""
 INPUT_NAME = "image"
-JSON_OVERHEAD_BYTES = 64 * 1024
 """Room for the inference header around the image's base64 text."""
 BINARY_DATA = "binary_data"
 BINARY_DATA_SIZE = "binary_data_size"
@@ -64,25 +61,7 @@ async def read_body(request: Request, max_upload_bytes: int) -> bytes:
         raise UnsupportedMediaTypeError(
             f"Content-Encoding {encoding!r} is not supported: send the request uncompressed"
         )
-    limit = max_upload_bytes * 4 // 3 + JSON_OVERHEAD_BYTES
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
-    chunks: list[bytes] = []
-    received = 0
-    try:
-        async for chunk in request.stream():
-            received += len(chunk)
-            if received > limit:
-                raise _too_large(limit)
-            chunks.append(chunk)
-    except ClientDisconnect as error:
-        raise ClientDisconnectedError("the client left while sending its request") from error
-    return b"".join(chunks)
-
-
-def _too_large(limit: int) -> PayloadTooLargeError:
-    return PayloadTooLargeError(f"the inference request is larger than the {limit:,}-byte limit")
+    return await read_json_body(request, max_upload_bytes, "the inference request")
 
 
 def parse_body(body: bytes, header_length: str | None) -> tuple[InferenceRequest, bytes]:

@@ -10,14 +10,14 @@ one version, ``1``, so the ``/versions/1`` forms of the model routes answer the 
 
 from __future__ import annotations
 
-import time
-
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from app import __version__
 from app.api.deps import ServiceDep
+from app.api.explaining import explain_in_slot
+from app.api.model_readiness import ModelReady, model_readiness
 from app.api.v2_errors import InvalidInferenceRequestError, ProtocolRoute
 from app.api.v2_outputs import Answer, output_tensors, outputs_of
 from app.api.v2_parameters import request_options
@@ -33,7 +33,6 @@ from app.api.v2_requests import (
 from app.api.v2_schemas import (
     InferenceResponse,
     ModelMetadata,
-    ModelReady,
     ProtocolError,
     ServerLive,
     ServerMetadata,
@@ -124,13 +123,7 @@ async def version_metadata(name: str, version: str, service: ServiceDep) -> Mode
     summary="V2 model readiness",
 )
 async def model_ready(name: str, service: ServiceDep) -> JSONResponse:
-    hub = service.hub
-    if not hub.finished.is_set() and name in hub.states:
-        return JSONResponse(ModelReady(name=name, ready=False).model_dump(), status_code=503)
-    served = hub.get(name)
-    ready = not service.worker.stopping
-    body = ModelReady(name=served.name, ready=ready).model_dump()
-    return JSONResponse(body, status_code=200 if ready else 503)
+    return model_readiness(name, service)
 
 
 @router.get(
@@ -201,24 +194,11 @@ async def _explain(
 ) -> Outcome:
     """Validate as ``/v1/explain`` does, hold a queue slot, explain until the deadline."""
     valid = service.validate(wanted)
-    reservation = service.worker.reserve()
-    try:
-        started: float = getattr(request.state, "started", time.monotonic())
-        return await service.explain(
-            valid,
-            image,
-            deadline=started + service.settings.request_timeout_s,
-            disconnected=lambda: _disconnected(request),
-            reservation=reservation,
-        )
-    finally:
-        service.worker.release(reservation)
 
+    async def given() -> bytes:
+        return image
 
-async def _disconnected(request: Request) -> None:
-    """Return once the client has gone (the body has been read by then)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
+    return await explain_in_slot(request, service, valid, given)
 
 
 def _inference_response(

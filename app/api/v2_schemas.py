@@ -11,7 +11,6 @@ __all__ = [
     "InferenceRequest",
     "InferenceResponse",
     "ModelMetadata",
-    "ModelReady",
     "Parameter",
     "ProtocolError",
     "RequestInput",
@@ -103,11 +102,6 @@ class ServerLive(BaseModel):
 
 
 class ServerReady(BaseModel):
-    ready: bool
-
-
-class ModelReady(BaseModel):
-    name: str
     ready: bool
 
 

@@ -25,8 +25,10 @@ from typing import Any
 import pyarrow as pa
 import torch
 
+from app.dataset.actor_pool import PoolPlan
 from app.dataset.explained import ExplainOptions
 from app.dataset.inputs import read_file
+from app.dataset.job_spec import DatasetJob
 from app.dataset.model_explainer import load_explainer
 from app.dataset.output_files import write_rows
 from app.dataset.rows import ImageInfo, RowOptions, error_row, explanation_rows, rows_table
@@ -61,6 +63,19 @@ class EngineSetup:
     reader_threads: int = 0
     """Threads that read and decode ahead of the engine; 0: the actor's own thread does, one
     image at a time. ``app.dataset.actor_pool`` decides, by the CPUs the actor holds."""
+
+    @classmethod
+    def of(cls, job: DatasetJob, plan: PoolPlan) -> EngineSetup:
+        """The setup of ``job``'s engines, on the device and threads ``plan`` chose."""
+        return cls(
+            spec=job.spec,
+            options=job.options,
+            rows=job.rows,
+            output=job.output,
+            device=plan.device,
+            torch_threads=plan.torch_threads,
+            reader_threads=plan.reader_threads,
+        )
 
 
 def load_image(path: str, max_pixels: int) -> DecodedImage | str:

@@ -42,15 +42,7 @@ def explain_in_process(
         actors=1,
         rows_per_batch=job.rows_per_batch,
     )
-    setup = EngineSetup(
-        spec=job.spec,
-        options=job.options,
-        rows=job.rows,
-        output=job.output,
-        device=plan.device,
-        torch_threads=plan.torch_threads,
-        reader_threads=plan.reader_threads,
-    )
+    setup = EngineSetup.of(job, plan)
     threads = torch.get_num_threads()
     try:
         explainer = Explainer(setup, on_images)

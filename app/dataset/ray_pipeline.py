@@ -35,15 +35,7 @@ def explain_on_ray(
         actors=job.actors,
         rows_per_batch=job.rows_per_batch,
     )
-    setup = EngineSetup(
-        spec=job.spec,
-        options=job.options,
-        rows=job.rows,
-        output=job.output,
-        device=plan.device,
-        torch_threads=plan.torch_threads,
-        reader_threads=plan.reader_threads,
-    )
+    setup = EngineSetup.of(job, plan)
     items = [{"image_id": ref.image_id, "path": ref.path} for ref in todo]
     dataset: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=plan.blocks)
     dataset = dataset.map_batches(

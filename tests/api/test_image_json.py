@@ -28,6 +28,7 @@ def an_answer() -> ExplainResponse:
     )
     return ExplainResponse(
         model="resnet50",
+        model_version="845a4c598d61",
         layer="layer4",
         layers=["layer4"],
         methods=["gradcam"],
