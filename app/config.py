@@ -90,6 +90,12 @@ class Settings(BaseSettings):
         description="Megabytes of finished answers kept for identical requests; 0 turns the "
         "answer cache off.",
     )
+    pass_cache_mb: float = Field(
+        256,
+        ge=0,
+        description="Megabytes of kept passes (activations, gradients and maps per image), so "
+        "another method, class or drawing of the same image runs no new pass; 0 keeps none.",
+    )
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated origins allowed by CORS."
     )

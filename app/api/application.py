@@ -119,6 +119,7 @@ def create_app(
                 "X-Camserve-Method",
                 "X-Camserve-Layer",
                 "X-Camserve-Cache",
+                "X-Camserve-Pass",
             ],
         )
     # Added first, so it runs inside the request context (request id, metrics, log line).

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import secrets
 
 from fastapi import Request
@@ -14,7 +15,13 @@ from starlette.datastructures import Headers
 
 from app.serving.errors import BasicAuthError, UnauthorizedError
 
-__all__ = ["api_key_refusal", "require_admin_key", "require_api_key", "require_basic_auth"]
+__all__ = [
+    "api_key_refusal",
+    "caller_of",
+    "require_admin_key",
+    "require_api_key",
+    "require_basic_auth",
+]
 
 
 async def require_api_key(request: Request) -> None:
@@ -22,6 +29,15 @@ async def require_api_key(request: Request) -> None:
     refusal = api_key_refusal(request.headers, request.app.state.settings.api_key)
     if refusal is not None:
         raise refusal
+
+
+def caller_of(request: Request) -> str:
+    """Who asks: the sha256 of the request's bearer key when the service has an API key, else
+    ``""``; what a caller computed is never handed to another caller."""
+    if request.app.state.settings.api_key is None:
+        return ""
+    given = request.headers.get("authorization", "").partition(" ")[2].strip()
+    return hashlib.sha256(given.encode()).hexdigest()
 
 
 async def require_admin_key(request: Request) -> None:

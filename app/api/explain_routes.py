@@ -43,6 +43,7 @@ __all__ = ["router"]
 router = APIRouter(tags=["explanations"])
 
 MODEL_VERSION_HEADER = "X-Camserve-Model-Version"
+PASS_HEADER = "X-Camserve-Pass"
 
 IMAGE_BODY: dict[str, Any] = {
     "requestBody": {
@@ -102,7 +103,8 @@ async def _run(
             "content": {media: {} for media in MEDIA_TYPES.values()},
             "description": "The overlay at the original resolution. Headers X-Camserve-Class, "
             "X-Camserve-Label (percent-encoded), X-Camserve-Score, -Model, -Model-Version (the "
-            "version that computed it), -Method, -Layer, and "
+            "version that computed it), -Pass (reused: from the image's kept pass; computed: "
+            "the model ran), -Method, -Layer, and "
             "X-Camserve-Empty-Map (true when the class's gradient at the layer is zero "
             "everywhere for this image, so the map is all zero; else false).",
         },
@@ -126,7 +128,7 @@ async def _overlay_answer(service: Service, params: CamParams, outcome: Outcome)
     result = outcome.result
     headers = {
         "X-Camserve-Model": outcome.model.name,
-        MODEL_VERSION_HEADER: outcome.model_version,
+        **_computed_by(outcome),
         "X-Camserve-Method": outcome.methods[0],
         "X-Camserve-Layer": outcome.layers[0],
     }
@@ -178,7 +180,7 @@ async def explain_cached(
     response = await _explained(request, service, (params, wanted), outcome)
     rendered = ImageJSONResponse(
         response.model_dump(mode="json", exclude_none=True),
-        headers={MODEL_VERSION_HEADER: outcome.model_version},
+        headers=_computed_by(outcome),
     )
     return lookup.keep(rendered, outcome.model)
 
@@ -190,8 +192,17 @@ async def explain(
     headers (KServe's explain runs each instance through it)."""
     wanted = _wanted(params)
     outcome = await _run(request, service, params.to_request())
-    answer.headers[MODEL_VERSION_HEADER] = outcome.model_version
+    answer.headers.update(_computed_by(outcome))
     return await _explained(request, service, (params, wanted), outcome)
+
+
+def _computed_by(outcome: Outcome) -> dict[str, str]:
+    """The headers that say what computed an answer: the model version, and whether the
+    image's kept pass answered it (``reused``) or the model ran (``computed``)."""
+    return {
+        MODEL_VERSION_HEADER: outcome.model_version,
+        PASS_HEADER: "reused" if outcome.result.pass_reused else "computed",
+    }
 
 
 def _wanted(params: ExplainParams) -> _Wanted:

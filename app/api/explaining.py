@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import Request
 
+from app.api.auth import caller_of
 from app.serving.requests import ValidRequest
 from app.serving.service import Outcome, Service
 
@@ -33,6 +34,7 @@ async def explain_in_slot(
             deadline=started + service.settings.request_timeout_s,
             disconnected=lambda: _client_gone(request),
             reservation=reservation,
+            caller=caller_of(request),
         )
     finally:
         service.worker.release(reservation)

@@ -25,4 +25,6 @@ async def list_models(service: ServiceDep) -> ModelsResponse:
         ],
         failed=snapshot.failures,
         request_timeout_s=service.settings.request_timeout_s,
+        model_control=service.settings.model_control,
+        poll_interval_s=service.settings.poll_interval_s,
     )

@@ -63,3 +63,12 @@ class ModelsResponse(BaseModel):
         "(`score_cam_seconds` at its layer, less with `scorecam_channels`) exceeds it is "
         "refused at once with 422 over_deadline."
     )
+    model_control: Literal["none", "explicit", "poll"] = Field(
+        description="How the served models may change while the server runs "
+        "(CAMSERVE_MODEL_CONTROL): none, explicit (through /v2/repository) or poll (the models "
+        "folder is followed); a client that shows the list may list again under the last two."
+    )
+    poll_interval_s: float = Field(
+        description="poll: seconds between two reads of the models folder "
+        "(CAMSERVE_POLL_INTERVAL_S)."
+    )

@@ -4,8 +4,10 @@
 model metadata, ``GET /v2/models/<name>/ready``, and ``POST /v2/models/<name>/infer``: the
 encoded image as the one BYTES input, ``/v1/explain``'s options as the request's parameters
 (checked as ``/v1/explain`` checks them), predictions, detections, segments and maps as output
-tensors (``v2_outputs.py``), in JSON or through the binary tensor data extension. Each model has
-one version, ``1``, so the ``/versions/1`` forms of the model routes answer the same.
+tensors (``v2_outputs.py``), in JSON or through the binary tensor data extension. A model's
+version is the one camserve derives from its manifest and weights (``model_versions.py``): the
+metadata lists the version being served, each answer names the version that computed it, and the
+``/versions/<version>`` forms of the model routes answer for the version being served only.
 """
 
 from __future__ import annotations
@@ -44,12 +46,11 @@ from app.engine.errors import UnknownModelError
 from app.serving.requests import ExplainRequest
 from app.serving.service import Outcome, Service
 
-__all__ = ["EXTENSIONS", "MODEL_VERSION", "router"]
+__all__ = ["EXTENSIONS", "router"]
 
 router = APIRouter(prefix="/v2", tags=["open inference protocol (v2)"], route_class=ProtocolRoute)
 
 EXTENSIONS = ["binary_tensor_data", "parameters"]
-MODEL_VERSION = "1"
 PLATFORM = "pytorch"
 ERRORS: dict[int | str, dict[str, object]] = {
     status: {"model": ProtocolError, "description": description}
@@ -68,8 +69,13 @@ ERRORS: dict[int | str, dict[str, object]] = {
 
 
 @router.get("", response_model=ServerMetadata, summary="V2 server metadata")
-async def server_metadata() -> ServerMetadata:
-    return ServerMetadata(name="camserve", version=__version__, extensions=EXTENSIONS)
+async def server_metadata(service: ServiceDep) -> ServerMetadata:
+    """camserve's version and the extensions it implements: the model repository's routes
+    only where they are on (an admin key is set)."""
+    repository = ["model_repository"] if service.settings.admin_key is not None else []
+    return ServerMetadata(
+        name="camserve", version=__version__, extensions=[*EXTENSIONS, *repository]
+    )
 
 
 @router.get("/health/live", response_model=ServerLive, summary="V2 liveness")
@@ -95,7 +101,7 @@ async def model_metadata(name: str, service: ServiceDep) -> ModelMetadata:
     model = service.hub.get(name)
     return ModelMetadata(
         name=model.name,
-        versions=[MODEL_VERSION],
+        versions=[model.version],
         platform=PLATFORM,
         inputs=[TensorMetadata(name=INPUT_NAME, datatype="BYTES", shape=[1])],
         outputs=[
@@ -112,7 +118,7 @@ async def model_metadata(name: str, service: ServiceDep) -> ModelMetadata:
     summary="V2 model metadata of a version",
 )
 async def version_metadata(name: str, version: str, service: ServiceDep) -> ModelMetadata:
-    _check_version(name, version)
+    _check_version(service, name, version)
     return await model_metadata(name, service)
 
 
@@ -133,7 +139,7 @@ async def model_ready(name: str, service: ServiceDep) -> JSONResponse:
     summary="V2 model readiness of a version",
 )
 async def version_ready(name: str, version: str, service: ServiceDep) -> JSONResponse:
-    _check_version(name, version)
+    _check_version(service, name, version)
     return await model_ready(name, service)
 
 
@@ -167,7 +173,7 @@ async def infer(name: str, request: Request, service: ServiceDep) -> Response:
     outcome = await _explain(request, service, options.params.to_request(), image)
     answer = Answer(outcome, options.params.prediction_count(), options.params.format)
     tensors = await output_tensors(service, answer, [output.name for output in outputs])
-    return _inference_response(name, parsed.id, tensors, outputs)
+    return _inference_response((name, outcome.model_version), parsed.id, tensors, outputs)
 
 
 @router.post(
@@ -177,15 +183,16 @@ async def infer(name: str, request: Request, service: ServiceDep) -> Response:
     summary="V2 inference with a version",
 )
 async def version_infer(name: str, version: str, request: Request, service: ServiceDep) -> Response:
-    _check_version(name, version)
+    _check_version(service, name, version)
     return await infer(name, request, service)
 
 
-def _check_version(name: str, version: str) -> None:
-    if version != MODEL_VERSION:
+def _check_version(service: Service, name: str, version: str) -> None:
+    """A 404 unless ``version`` is the version of ``name`` being served."""
+    served = service.hub.get(name).version
+    if version != served:
         raise UnknownModelError(
-            f"model {name!r} has no version {version!r}: camserve serves version "
-            f"{MODEL_VERSION} of each model"
+            f"model {name!r} has no version {version!r}: the version being served is {served}"
         )
 
 
@@ -202,9 +209,13 @@ async def _explain(
 
 
 def _inference_response(
-    model: str, request_id: str | None, tensors: list[OutputTensor], wanted: list[RequestedOutput]
+    model: tuple[str, str],
+    request_id: str | None,
+    tensors: list[OutputTensor],
+    wanted: list[RequestedOutput],
 ) -> Response:
-    """The JSON answer; with binary outputs, the JSON then their bytes in the outputs' order."""
+    """The JSON answer of ``model`` (name, the version that computed it); with binary outputs,
+    the JSON then their bytes in the outputs' order."""
     outputs: list[dict[str, object]] = []
     raw: list[bytes] = []
     for tensor, output in zip(tensors, wanted, strict=True):
@@ -219,7 +230,7 @@ def _inference_response(
         else:
             entry["data"] = tensor.json_data()
         outputs.append(entry)
-    body: dict[str, object] = {"model_name": model, "model_version": MODEL_VERSION}
+    body: dict[str, object] = {"model_name": model[0], "model_version": model[1]}
     if request_id is not None:
         body["id"] = request_id
     header = orjson.dumps({**body, "outputs": outputs}, option=orjson.OPT_SERIALIZE_NUMPY)

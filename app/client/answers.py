@@ -41,6 +41,7 @@ def explain_result(body: Mapping[str, Any]) -> ExplainResult:
         task=body.get("task", "classification"),
         detections=tuple(Detection(**item) for item in body.get("detections") or ()),
         segments=tuple(_segment(item) for item in body.get("segments") or ()),
+        model_version=body.get("model_version", ""),
     )
 
 
@@ -102,6 +103,7 @@ def cam_result(content: bytes, headers: Mapping[str, str]) -> CamResult:
         probability=_header(headers, "x-camserve-score", float),
         box=_box(_header(headers, "x-camserve-box", lambda text: text.split(","))),
         detections=_header(headers, "x-camserve-detections", int),
+        model_version=headers.get("x-camserve-model-version", ""),
     )
 
 

@@ -168,6 +168,9 @@ class ExplainResult:
     """A detector's detections above the score threshold, best first."""
     segments: tuple[Segment, ...] = ()
     """A segmenter's classes present, largest first, with their masks."""
+    model_version: str = ""
+    """The version of the model that computed the answer (empty from a server that does not
+    say): it changes when the model is reloaded with another manifest or other weights."""
 
     @property
     def layer(self) -> str:
@@ -203,6 +206,9 @@ class CamResult:
     """Detectors: the explained box."""
     detections: int | None = None
     """Detectors: how many detections scored above the threshold."""
+    model_version: str = ""
+    """The version of the model that computed the overlay (empty from a server that does not
+    say)."""
 
     @cached_property
     def overlay(self) -> Image.Image:
@@ -234,6 +240,10 @@ class ModelInfo:
     """Score-CAM's estimated seconds for one image with every channel, per offered layer; a
     request above the server's ``ModelList.request_timeout_s`` is refused (422 over_deadline)
     unless ``scorecam_channels`` brings it under."""
+    model_version: str = ""
+    """The version being served (empty from a server that does not say)."""
+    load_error: str | None = None
+    """Why the last load of a new version failed, while this version serves on."""
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> ModelInfo:
@@ -257,6 +267,8 @@ class ModelInfo:
                 layer: float(seconds)
                 for layer, seconds in body.get("score_cam_seconds", {}).items()
             },
+            model_version=body.get("model_version", ""),
+            load_error=body.get("load_error"),
         )
 
 

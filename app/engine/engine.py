@@ -14,7 +14,6 @@ whose gradient at a layer is zero gets its all-zero map, flagged in ``CamMaps.em
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from functools import cached_property
 
 import torch
@@ -43,6 +42,7 @@ from app.engine.results import (
     CamResults,
     CapturedPass,
     Explanation,
+    PriorPass,
     repeat_for_targets,
 )
 from app.engine.score_cam import MaskedPasses, MaskedRun
@@ -62,8 +62,8 @@ __all__ = [
 DEFAULT_SCORE_CAM_BATCH = 64
 
 
-def _never_stop() -> None:
-    """The default checkpoint: the computation always goes on."""
+def _never_stop() -> None:  # the default checkpoint: the computation always goes on
+    pass
 
 
 class CamEngine:
@@ -179,26 +179,27 @@ class CamEngine:
         layers: Sequence[str] | None = None,
         checkpoint: Callable[[], None] = _never_stop,
         channel_budget: int | None = None,
+        prior: PriorPass | None = None,
     ) -> CamResults:
         """Every method's maps on every layer for a preprocessed batch ``inputs`` (B, 3, h, w),
-        from one hooked forward pass and at most one backward pass.
+        from one hooked forward pass and at most one backward pass (none with a ``prior`` pass
+        on these inputs, whose targets are already chosen).
 
         ``targets`` gives each image's class (index or label) or classes, or ``None`` for its
         ``top_k`` predictions; or a (B,) / (B, K) tensor of indices. A class-agnostic method
         (Eigen-CAM) gets one map per image, (B, 1, h, w). ``checkpoint`` is called after the
         pass, between Score-CAM chunks and after each method; it raises to abandon the call.
-        The layer ``fused`` gives each method's maps fused over ``fusion_layers``. Score-CAM
-        scores at most ``channel_budget`` channels per image and layer when given."""
+        ``fused`` fuses each method's maps over ``fusion_layers``; Score-CAM scores at most
+        ``channel_budget`` channels per image and layer when given."""
         specs = list(dict.fromkeys(get_method(name) for name in methods))
         requested = list(dict.fromkeys(layers or [self.layer]))
         layer_names = layers_to_capture(requested, self.fusion_layers)
-        captured = self._capture(
-            model_input(inputs, self.device), specs, layer_names, targets, top_k
-        )
-        shape = captured.batch.shape[1:]
-        flat = self.gradient_refusals(layer_names, shape) if _need_gradients(specs) else {}
+        batch = model_input(inputs, self.device)
+        captured = self._capture(batch, specs, layer_names, targets, top_k, prior=prior)
+        flat = self.gradient_refusals(layer_names, batch.shape[1:]) if _grads_needed(specs) else {}
         checkpoint()
-        results = CamResults(captured.logits, captured.targets, {})
+        results = CamResults(captured.logits, captured.targets, {}, captured=captured)
+        known = {} if prior is None else prior.maps
         for layer_name in layer_names:
             context = self._context(captured, layer_name, checkpoint, channel_budget)
             empty = None if context.gradients is None else empty_gradient_flags(context.gradients)
@@ -206,7 +207,8 @@ class CamEngine:
                 try:
                     if spec.needs_gradients and layer_name in flat:
                         raise UnknownLayerError(flat[layer_name])
-                    raw = spec.compute(context).contiguous()
+                    raw = known.get((layer_name, spec.name))
+                    raw = spec.compute(context).contiguous() if raw is None else raw
                 except (MethodNotApplicableError, UnknownLayerError) as refusal:
                     results.refusals[(layer_name, spec.name)] = refusal
                     continue
@@ -263,13 +265,15 @@ class CamEngine:
         wanted: Sequence[Collection[str]] | None = None,
         checkpoint: Callable[[], None] = _never_stop,
         channel_budget: int | None = None,
+        prior: PriorPass | None = None,
     ) -> BatchExplanation:
         """The one pipeline: preprocess ``images`` ((3, H, W) uint8 on the engine's device),
         compute every method on every layer, and render each (layer, method) over the originals
         with each image's ``options``.
 
         ``wanted`` names, per image, the methods to render for it (default: all of ``methods``):
-        a batch mixing requests for different methods renders each image's own methods only."""
+        a batch mixing requests for different methods renders each image's own methods only;
+        ``prior`` is an earlier pass on these images (see ``compute_all``)."""
         batch = self.preprocessing(images, self.device)
         results = self.compute_all(
             batch,
@@ -279,6 +283,7 @@ class CamEngine:
             layers=layers,
             checkpoint=checkpoint,
             channel_budget=channel_budget,
+            prior=prior,
         )
         per_image = list(options) if options is not None else [RenderOptions()] * len(images)
         canonical = None if wanted is None else [{get_method(m).name for m in w} for w in wanted]
@@ -308,17 +313,13 @@ class CamEngine:
         alpha: float = DEFAULT_ALPHA,
         colormap: str = DEFAULT_COLORMAP,
     ) -> Explanation:
-        """Preprocess ``images``, compute one method's maps and render them over the originals
-        (a class-agnostic map is repeated for each target, as in ``compute``)."""
+        """``explain_all`` for one method and layer (a class-agnostic map is repeated for each
+        target, as in ``compute``)."""
         originals = [as_image_tensor(image).to(self.device) for image in images]
         layer_name = layer or self.layer
+        options = [RenderOptions(alpha, colormap)] * len(originals)
         explained = self.explain_all(
-            originals,
-            [method],
-            targets,
-            top_k=top_k,
-            layers=[layer_name],
-            options=[RenderOptions(alpha, colormap)] * len(originals),
+            originals, [method], targets, top_k=top_k, layers=[layer_name], options=options
         )
         key = (layer_name, get_method(method).name)
         cams = explained.results[key]
@@ -336,15 +337,20 @@ class CamEngine:
         layer_names: Sequence[str],
         targets: Targets,
         top_k: int,
+        *,
+        prior: PriorPass | None,
     ) -> CapturedPass:
-        """The one forward pass (and, when a method needs gradients, the one backward pass)."""
+        """The one forward pass (and, when a method needs gradients, the one backward pass);
+        none when ``prior`` passed on the same inputs already."""
+        if prior is not None:
+            return prior.captured(batch)
         return hooked_pass(
             self.model,
             self._forward,
             batch,
             modules={name: self.layer_module(name) for name in layer_names},
             layout=self.token_layout,
-            needs_gradients=_need_gradients(specs),
+            needs_gradients=_grads_needed(specs),
             choose=lambda logits: choose_targets(
                 logits, targets, top_k, self.labels, area_ranking(self.model, logits)
             ),
@@ -373,13 +379,9 @@ class CamEngine:
     def _classifier(self) -> CamHead | None:
         return cam_classifier(self.model, self.token_layout)
 
-    def _autocast(self) -> AbstractContextManager[object]:
-        if self.autocast is None:
-            return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast)
-
     def _forward(self, batch: Tensor) -> Tensor:
-        with self._autocast():
+        enabled = self.autocast is not None
+        with torch.autocast(self.device.type, dtype=self.autocast, enabled=enabled):
             return class_logits(self.model(batch))
 
     def label_of(self, index: int) -> str:
@@ -393,5 +395,5 @@ class CamEngine:
         return class_index(self.labels, target)
 
 
-def _need_gradients(specs: Sequence[CamMethod]) -> bool:
+def _grads_needed(specs: Sequence[CamMethod]) -> bool:
     return any(spec.needs_gradients for spec in specs)

@@ -78,7 +78,7 @@ def fused_results(
     if FUSED_LAYER not in requested:
         return results
     methods = list(dict.fromkeys(method for _layer, method in [*results.maps, *results.refusals]))
-    kept = CamResults(results.logits, results.targets, {}, {})
+    kept = CamResults(results.logits, results.targets, {}, {}, results.captured)
     for layer in requested:
         for method in methods:
             key = (layer, method)

@@ -18,6 +18,7 @@ __all__ = [
     "CamResults",
     "CapturedPass",
     "Explanation",
+    "PriorPass",
     "repeat_for_targets",
 ]
 
@@ -33,6 +34,27 @@ class CapturedPass:
     targets: Tensor
     gradients: dict[str, Tensor]
     """Per layer, (B, K, C, h, w) float32; empty when no method needs them."""
+
+
+@dataclass(frozen=True)
+class PriorPass:
+    """A batch's hooked pass put together from what earlier passes on the same images kept
+    (``app/serving/kept_passes.py``): the methods run on it instead of on a new pass."""
+
+    activations: dict[str, Tensor]
+    """Per layer, (B, 1, C, h, w) float32."""
+    logits: Tensor
+    targets: Tensor
+    """(B, K) int64, chosen from ``logits`` as a new pass would have chosen them."""
+    gradients: dict[str, Tensor]
+    """Per layer, (B, K, C, h, w) float32 for these targets; empty when no method needs them."""
+    maps: dict[tuple[str, str], Tensor]
+    """Raw maps already computed for these targets, by (layer, method): (B, K, h, w), or
+    (B, 1, h, w) for a class-agnostic method; the method is not run again."""
+
+    def captured(self, batch: Tensor) -> CapturedPass:
+        """The pass as if it had just run on ``batch``."""
+        return CapturedPass(batch, self.activations, self.logits, self.targets, self.gradients)
 
 
 @dataclass(frozen=True)
@@ -94,6 +116,8 @@ class CamResults:
     """The (layer, method) pairs the method refused (CAM on a layer without a GAP head, a
     gradient method on a layer that can never carry a gradient); the other pairs of the same
     pass are unaffected."""
+    captured: CapturedPass | None = None
+    """The pass the maps were computed from (for keeping it: ``app/serving/kept_passes.py``)."""
 
     def __getitem__(self, key: tuple[str, str]) -> CamMaps:
         if key in self.refusals:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.serving.prometheus import Metrics
+from app.serving.sized_lru import SizedLru
 
 __all__ = ["ENTRY_OVERHEAD_BYTES", "AnswerCache", "AnswerKey", "CachedAnswer", "answer_key"]
 
@@ -81,68 +80,45 @@ class AnswerCache:
     """At most ``max_bytes`` of answers, the least recently used going first; 0 keeps none."""
 
     def __init__(self, max_bytes: int, metrics: Metrics | None = None) -> None:
-        self.max_bytes = max_bytes
         self._metrics = metrics
-        self._entries: OrderedDict[str, tuple[AnswerKey, CachedAnswer]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._store: SizedLru[CachedAnswer] = SizedLru(max_bytes, self._publish)
+
+    @property
+    def max_bytes(self) -> int:
+        return self._store.max_bytes
 
     @property
     def enabled(self) -> bool:
-        return self.max_bytes > 0
+        return self._store.enabled
 
     @property
     def bytes_held(self) -> int:
-        return self._bytes
+        return self._store.bytes_held
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._store)
 
     def get(self, key: AnswerKey) -> CachedAnswer | None:
         """The answer stored under ``key`` (now the most recently used), counted as a hit or
         a miss."""
-        with self._lock:
-            entry = self._entries.get(key.digest)
-            if entry is not None:
-                self._entries.move_to_end(key.digest)
+        entry = self._store.get(key.digest)
         if self._metrics is not None:
             counter = self._metrics.cache_misses if entry is None else self._metrics.cache_hits
             counter.inc()
-        return None if entry is None else entry[1]
+        return entry
 
     def put(self, key: AnswerKey, answer: CachedAnswer) -> bool:
         """Store ``answer``, evicting the least recently used ones to make room; an answer
         larger than the whole cache is not stored. Whether it was stored."""
-        if answer.size > self.max_bytes:
-            return False
-        with self._lock:
-            self._remove(key.digest)
-            self._entries[key.digest] = (key, answer)
-            self._bytes += answer.size
-            evicted = 0
-            while self._bytes > self.max_bytes:
-                self._remove(next(iter(self._entries)))
-                evicted += 1
-            self._publish(evicted)
-        return True
+        return self._store.put(key.digest, key.model, answer, answer.size)
 
     def drop_model(self, model: str) -> int:
         """Forget every answer of ``model`` (reloaded or unloaded); how many were dropped."""
-        with self._lock:
-            digests = [digest for digest, (key, _) in self._entries.items() if key.model == model]
-            for digest in digests:
-                self._remove(digest)
-            self._publish(0)
-        return len(digests)
+        return self._store.drop_model(model)
 
-    def _remove(self, digest: str) -> None:
-        entry = self._entries.pop(digest, None)
-        if entry is not None:
-            self._bytes -= entry[1].size
-
-    def _publish(self, evicted: int) -> None:
+    def _publish(self, evicted: int, bytes_held: int) -> None:
         if self._metrics is None:
             return
         if evicted:
             self._metrics.cache_evictions.inc(evicted)
-        self._metrics.cache_bytes.set(self._bytes)
+        self._metrics.cache_bytes.set(bytes_held)

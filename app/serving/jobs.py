@@ -141,6 +141,8 @@ class JobResult:
     """What a detector or segmenter found (``None`` for classifiers)."""
     model: ServedModel | None = None
     """The model version that computed it (set by the worker; ``None`` for a bare engine)."""
+    pass_reused: bool = False
+    """Computed from a kept pass of the same image: the model did not run again."""
 
     @property
     def model_version(self) -> str:
@@ -166,6 +168,10 @@ class Job:
     box: tuple[float, float, float, float] | None = None
     """In original pixels: a detector's box to explain (with ``target`` as its class), or the
     region a segmenter scores its classes over."""
+    pixels: str = ""
+    """The sha256 of ``image`` (``pass_store.pixels_digest``); empty: no pass is kept for it."""
+    caller: str = ""
+    """Who asked (a hash of the API key; empty without keys): kept passes are theirs only."""
 
     def resolve(self, result: JobResult | BaseException) -> None:
         """Hand ``result`` to the waiting coroutine, from any thread."""

@@ -78,6 +78,20 @@ class Metrics:
         self.cache_bytes = Gauge(
             "camserve_cache_bytes", "Bytes the answer cache holds.", registry=self.registry
         )
+        self.pass_reuses = Counter(
+            "camserve_pass_reuses",
+            "Explanations answered from a kept pass of the same image, without running the "
+            "model again (another method, class, layer set or drawing of the same question).",
+            registry=self.registry,
+        )
+        self.pass_evictions = Counter(
+            "camserve_pass_evictions",
+            "Kept passes dropped to make room for newer ones.",
+            registry=self.registry,
+        )
+        self.pass_bytes = Gauge(
+            "camserve_pass_bytes", "Bytes the kept passes hold.", registry=self.registry
+        )
         self.gpu_memory = Gauge(
             "camserve_gpu_memory_bytes",
             "CUDA memory allocated by the worker's device.",

@@ -12,6 +12,7 @@ from app.config import Settings
 from app.engine.models.devices import resolve_device
 from app.serving.answer_cache import AnswerCache
 from app.serving.model_control import ModelControl
+from app.serving.pass_store import PassStore
 from app.serving.prometheus import Metrics
 from app.serving.served_models import ModelHub
 from app.serving.service import Service
@@ -50,6 +51,7 @@ def build_service(
             on_loaded(hub)
         return {name: LiveVersion(engine, served.get(name)) for name, engine in engines.items()}
 
+    passes = PassStore(round(settings.pass_cache_mb * 1024 * 1024), metrics)
     worker = BatchingWorker(
         max_batch_size=settings.max_batch_size,
         max_wait_s=settings.max_wait_ms / 1000,
@@ -57,11 +59,22 @@ def build_service(
         metrics=metrics,
         startup=startup,
         torch_threads=settings.torch_threads,
+        passes=passes,
     )
     codecs = ThreadPoolExecutor(
         max_workers=settings.codec_threads or os.cpu_count() or 1,
         thread_name_prefix="camserve-codec",
     )
     answers = AnswerCache(round(settings.cache_mb * 1024 * 1024), metrics)
-    control = ModelControl(settings, hub, worker, on_change=answers.drop_model)
+    control = ModelControl(settings, hub, worker, on_change=_forgetting(answers, passes))
     return Service(settings, hub, worker, metrics, codecs, control, answers)
+
+
+def _forgetting(answers: AnswerCache, passes: PassStore) -> Callable[[str], None]:
+    """What a model change does to the caches: the model's answers and passes are dropped."""
+
+    def forget(model: str) -> None:
+        answers.drop_model(model)
+        passes.drop_model(model)
+
+    return forget

@@ -29,6 +29,7 @@ from app.engine.methods import get_method
 from app.serving.answer_cache import AnswerCache
 from app.serving.errors import DeadlineExceededError, OverDeadlineError, ShuttingDownError
 from app.serving.model_control import ModelControl
+from app.serving.pass_store import pixels_digest
 from app.serving.prometheus import Metrics
 from app.serving.requests import ExplainRequest, ValidRequest
 from app.serving.served_models import ModelHub, ServedModel
@@ -125,12 +126,17 @@ class Service:
         deadline: float,
         disconnected: Callable[[], Awaitable[None]],
         reservation: Reservation | None = None,
+        caller: str = "",
     ) -> Outcome:
         """Decode ``data``, queue one job for every method and layer, and wait for it (in the
-        queue slot ``reservation`` holds, when given)."""
+        queue slot ``reservation`` holds, when given); ``caller`` names who asks (a hash of
+        their key), whose kept passes only the job may use."""
         image = await self.in_pool(decode_image, data, max_pixels=self.settings.max_pixels)
         if valid.box is not None:
             check_box_inside(valid.box, (image.height, image.width))
+        pixels = ""
+        if self.worker.passes is not None and self.worker.passes.enabled:
+            pixels = await self.in_pool(pixels_digest, image.pixels)
         score_cam = SCORE_CAM in valid.methods
         job = Job(
             key=BatchKey(
@@ -149,6 +155,8 @@ class Service:
             future=asyncio.get_running_loop().create_future(),
             deadline=deadline,
             box=valid.box,
+            pixels=pixels,
+            caller=caller,
         )
         self.worker.submit([job], reservation)
         (result,) = await self._wait([job], deadline, disconnected)

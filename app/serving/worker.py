@@ -34,6 +34,7 @@ from torch import set_num_threads
 
 from app.engine.images.render import RenderOptions
 from app.engine.models.segmenters import explaining_regions
+from app.serving.classifier_batches import explain_classifier_batch
 from app.serving.classifier_results import job_results
 from app.serving.detector_jobs import DetectorExplainer
 from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
@@ -47,6 +48,7 @@ from app.serving.jobs import (
     Reservation,
 )
 from app.serving.live_versions import Explainer, LiveVersion, VersionTable, free_memory
+from app.serving.pass_store import PassStore
 from app.serving.prometheus import Metrics
 from app.serving.segmenter_jobs import (
     is_segmenter,
@@ -71,6 +73,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_KeptPasses = tuple[PassStore, tuple[str, str]] | None
+"""The pass store and the (model, version) computing, or ``None`` when no pass is kept."""
+
 
 class BatchingWorker:
     """Owns the engines of one device and serialises every forward/backward pass in its thread,
@@ -85,8 +90,11 @@ class BatchingWorker:
         metrics: Metrics,
         startup: Callable[[], Mapping[str, Explainer | LiveVersion]],
         torch_threads: int = 0,
+        passes: PassStore | None = None,
     ) -> None:
         self.max_batch_size = max_batch_size
+        self.passes = passes
+        """The passes kept per image, for later questions about it (``None``: none kept)."""
         self.max_wait_s = max_wait_s
         self.queue_size = queue_size
         self._metrics = metrics
@@ -329,7 +337,10 @@ class BatchingWorker:
     def _compute(self, jobs: list[Job], started: float) -> list[JobResult | BaseException]:
         """The batch's results, each naming the version that computed it."""
         live = self._version_for(jobs[0].key)
-        results = _explain(live.explainer, jobs, started)
+        passes = None
+        if self.passes is not None and self.passes.enabled and live.version:
+            passes = (self.passes, (jobs[0].key.model, live.version))
+        results = _explain(live.explainer, jobs, started, passes)
         return [
             result if isinstance(result, BaseException) else replace(result, model=live.model)
             for result in results
@@ -340,18 +351,20 @@ class BatchingWorker:
             return self._versions.version_for(key)
 
 
-def _explain(engine: Explainer, jobs: list[Job], started: float) -> list[JobResult | BaseException]:
-    """One engine call for the batch (``engine`` serves every job of it)."""
+def _explain(
+    engine: Explainer, jobs: list[Job], started: float, passes: _KeptPasses
+) -> list[JobResult | BaseException]:
+    """One engine call for the batch (``engine`` serves every job of it); a classifier's
+    batch also uses and keeps the passes of its images (``passes``)."""
     key = jobs[0].key
     checkpoint = partial(_abandon_if_unwanted, jobs)
     if isinstance(engine, DetectorExplainer):
         return engine.results(jobs, started, checkpoint)
-    segmenter = is_segmenter(engine)
-    if segmenter:
-        prepare_layers(engine, key.layers)
+    if not is_segmenter(engine):
+        return explain_classifier_batch(engine, jobs, started, _checkpoint_of, passes)
+    prepare_layers(engine, key.layers)
     methods = list(dict.fromkeys(method for job in jobs for method in job.methods))
-    regions = job_regions(engine, jobs) if segmenter else None
-    with explaining_regions(engine.model, regions):
+    with explaining_regions(engine.model, job_regions(engine, jobs)):
         explained = engine.explain_all(
             [job.image.to(engine.device, non_blocking=True) for job in jobs],
             methods,
@@ -364,9 +377,12 @@ def _explain(engine: Explainer, jobs: list[Job], started: float) -> list[JobResu
             channel_budget=key.channel_budget,
         )
     results = job_results(explained, jobs, started, key.ranks)
-    if segmenter:
-        with_segments(engine, jobs, results)
+    with_segments(engine, jobs, results)
     return results
+
+
+def _checkpoint_of(jobs: Sequence[Job]) -> Callable[[], None]:
+    return partial(_abandon_if_unwanted, jobs)
 
 
 def _abandon_if_unwanted(jobs: Sequence[Job]) -> None:

@@ -184,18 +184,19 @@ def test_different_api_keys_never_share_an_answer(models_dir: Path) -> None:
 
 def test_concurrent_requests_get_exactly_the_uncached_answers(models_dir: Path) -> None:
     """Eight threads ask ten times each for three images under two colormaps; every body is
-    the one a server without the cache gives."""
+    the one a server without the cache (nor kept passes) gives, byte for byte."""
     images = [image_bytes(seed=seed) for seed in (81, 82, 83)]
     asks = list(itertools.product(range(len(images)), ("jet", "viridis")))
     one_per_batch = {"models": ["tiny"], "max_batch_size": 1}
-    with serving(make_settings(models_dir, cache_mb=0, **one_per_batch)) as plain:
+    with serving(make_settings(models_dir, **one_per_batch)) as plain:
         expected = {
             (index, colormap): post_image(
                 plain, data=images[index], params={"colormap": colormap}
             ).content
             for index, colormap in asks
         }
-    with serving(make_settings(models_dir, cache_mb=16, **one_per_batch)) as cached:
+    cached_settings = make_settings(models_dir, cache_mb=16, pass_cache_mb=16, **one_per_batch)
+    with serving(cached_settings) as cached:
 
         def ask(thread: int) -> list[tuple[tuple[int, str], httpx2.Response]]:
             chosen = [asks[(thread + turn) % len(asks)] for turn in range(10)]

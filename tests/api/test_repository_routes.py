@@ -125,6 +125,9 @@ def test_a_load_serves_the_changed_manifest_and_answers_its_version(
     assert listed(client)["models"][0]["model_version"] == second
     cam = post_image(client, "/v1/cam", params={"model": "m"}, headers=USER)
     assert cam.headers["X-Camserve-Model-Version"] == second
+    assert client.get("/v2/models/m", headers=USER).json()["versions"] == [second]
+    assert client.get(f"/v2/models/m/versions/{first}", headers=USER).status_code == 404
+    assert "model_repository" in client.get("/v2", headers=USER).json()["extensions"]
 
 
 def test_the_old_version_answers_while_the_new_one_loads(

@@ -102,28 +102,36 @@ def test_model_metadata_lists_one_bytes_input_and_the_classifier_outputs(
 ) -> None:
     body = client.get("/v2/models/tiny").json()
     assert body["name"] == "tiny"
-    assert (body["versions"], body["platform"]) == (["1"], "pytorch")
+    served = client.get("/v1/models").json()["models"]
+    version = next(model["model_version"] for model in served if model["name"] == "tiny")
+    assert (body["versions"], body["platform"]) == ([version], "pytorch")
     assert body["inputs"] == [{"name": "image", "datatype": "BYTES", "shape": [1]}]
     outputs = [(o["name"], o["datatype"], o["shape"]) for o in body["outputs"]]
     assert outputs == CLASSIFIER_OUTPUTS
-    assert client.get("/v2/models/tiny/versions/1").json() == body
+    assert client.get(f"/v2/models/tiny/versions/{version}").json() == body
 
 
 def test_model_readiness_and_unknown_models_or_versions(client: TestClient) -> None:
-    for path in ("/v2/models/tiny/ready", "/v2/models/tiny/versions/1/ready"):
+    version = client.get("/v2/models/tiny").json()["versions"][0]
+    for path in ("/v2/models/tiny/ready", f"/v2/models/tiny/versions/{version}/ready"):
         response = client.get(path)
         assert (response.status_code, response.json()) == (200, {"name": "tiny", "ready": True})
     assert "unknown model 'nope'" in assert_protocol_error(client.get("/v2/models/nope/ready"), 404)
     assert "unknown model" in assert_protocol_error(client.get("/v2/models/nope"), 404)
-    message = assert_protocol_error(client.get("/v2/models/tiny/versions/2"), 404)
-    assert "no version '2'" in message
+    message = assert_protocol_error(client.get("/v2/models/tiny/versions/1"), 404)
+    assert f"no version '1': the version being served is {version}" in message
     assert_protocol_error(infer(client, json_request(IMAGE), model="nope"), 404)
     assert_protocol_error(client.post("/v2/models/tiny/versions/7/infer", json={}), 404)
 
 
 def test_json_inference_answers_what_v1_explain_answers(client: TestClient) -> None:
     header, outputs = answer(infer(client, json_request(IMAGE, OPTIONS, id="req-7")))
-    assert (header["model_name"], header["model_version"], header["id"]) == ("tiny", "1", "req-7")
+    version = client.get("/v2/models/tiny").json()["versions"][0]
+    assert (header["model_name"], header["model_version"], header["id"]) == (
+        "tiny",
+        version,
+        "req-7",
+    )
     assert [o["name"] for o in header["outputs"]] == [name for name, _, _ in CLASSIFIER_OUTPUTS]
     assert all("data" in o and "parameters" not in o for o in header["outputs"])
     want = v1_as_tensors(v1_explain(client, IMAGE, **OPTIONS))

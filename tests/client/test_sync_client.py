@@ -132,6 +132,10 @@ def test_cam_returns_the_overlay_and_the_class_it_explains(client: Client, png: 
     assert (cam.overlay.format, cam.overlay.size) == ("JPEG", (WIDTH, HEIGHT))
     chosen = client.cam(png, target="circle")
     assert (chosen.class_index, chosen.label) == (0, "circle")
+    served = client.models().models[0].model_version
+    assert len(served) == 12
+    assert cam.model_version == chosen.model_version == served
+    assert client.explain(png, include="").model_version == served
 
 
 def test_models_lists_the_served_model(client: Client) -> None:
@@ -148,6 +152,8 @@ def test_models_lists_the_served_model(client: Client) -> None:
     assert "layer3" in shapes.candidate_layers
     assert "scorecam" in shapes.methods
     assert shapes.default_method == "gradcam"
+    assert len(shapes.model_version) == 12
+    assert shapes.load_error is None
     assert shapes.cam_layers[-1] == "layer4", "the layer the head pools"
     assert set(shapes.candidate_layers) <= set(shapes.score_cam_seconds)
     assert all(seconds > 0 for seconds in shapes.score_cam_seconds.values())

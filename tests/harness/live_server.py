@@ -201,8 +201,9 @@ def camserve_environment(
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """This process's environment without CAMSERVE_* variables or a terminal size (as in a
-    container), plus ``models_dir``, warning-level logs, the answer cache off (servers under
-    test compute every request unless ``settings`` names ``cache_mb``), ``settings`` as
+    container), plus ``models_dir``, warning-level logs, the answer cache and the kept passes
+    off (servers under test compute every request unless ``settings`` names ``cache_mb`` or
+    ``pass_cache_mb``), ``settings`` as
     CAMSERVE_* variables, and ``extra`` variables as they are."""
     env = {
         key: value
@@ -212,6 +213,7 @@ def camserve_environment(
     env["CAMSERVE_MODELS_DIR"] = str(models_dir)
     env["CAMSERVE_LOG_LEVEL"] = "warning"
     env["CAMSERVE_CACHE_MB"] = "0"
+    env["CAMSERVE_PASS_CACHE_MB"] = "0"
     env.update({f"CAMSERVE_{key.upper()}": str(value) for key, value in (settings or {}).items()})
     env.update(extra or {})
     return env

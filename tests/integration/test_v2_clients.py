@@ -82,7 +82,9 @@ def test_triton_client_health_and_metadata(triton: triton_http.InferenceServerCl
     assert triton.is_server_live()
     assert triton.is_server_ready()
     assert triton.is_model_ready(MODEL)
-    assert triton.is_model_ready(MODEL, "1")
+    version = triton.get_model_metadata(MODEL)["versions"][0]
+    assert triton.is_model_ready(MODEL, version)
+    assert not triton.is_model_ready(MODEL, "1")
     assert not triton.is_model_ready("no-such-model")
     assert triton.get_server_metadata() == {
         "name": "camserve",
@@ -92,7 +94,7 @@ def test_triton_client_health_and_metadata(triton: triton_http.InferenceServerCl
     metadata = triton.get_model_metadata(MODEL)
     assert metadata["inputs"] == [{"name": "image", "datatype": "BYTES", "shape": [1]}]
     assert set(OUTPUTS) <= {output["name"] for output in metadata["outputs"]}
-    assert triton.get_model_metadata(MODEL, "1") == metadata
+    assert triton.get_model_metadata(MODEL, version) == metadata
 
 
 @pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
@@ -109,6 +111,7 @@ def test_triton_client_infer_answers_as_v1_explain(
         MODEL, [image], outputs=outputs, request_id=f"t-{binary}", parameters=OPTIONS
     )
     assert result.get_response()["id"] == f"t-{binary}"
+    assert result.get_response()["model_version"] == triton.get_model_metadata(MODEL)["versions"][0]
     sent = [("parameters" in output) for output in result.get_response()["outputs"]]
     assert sent == [binary] * len(OUTPUTS)
     got = {name: result.as_numpy(name) for name in OUTPUTS}
@@ -121,7 +124,8 @@ def test_triton_client_without_outputs_gets_every_output_in_binary(
 ) -> None:
     image = triton_http.InferInput("image", [1], "BYTES")
     image.set_data_from_numpy(np.array([IMAGE], dtype=np.object_))
-    result = triton.infer(MODEL, [image], parameters=OPTIONS)
+    version = triton.get_model_metadata(MODEL)["versions"][0]
+    result = triton.infer(MODEL, [image], model_version=version, parameters=OPTIONS)
     names = [output["name"] for output in result.get_response()["outputs"]]
     assert set(OUTPUTS) <= set(names)
     assert all("parameters" in output for output in result.get_response()["outputs"])

@@ -12,9 +12,10 @@ export class ApiError extends Error {
 }
 
 export class Api {
-  /** `readKey` returns the API key to send ('' for none). */
-  constructor(readKey) {
+  /** `readKey` returns the API key to send ('' for none); `onAnswer(body)` sees each explanation. */
+  constructor(readKey, onAnswer = () => {}) {
     this.readKey = readKey;
+    this.onAnswer = onAnswer;
   }
 
   /** GET /v1/models: the served models and the ones that failed to load. */
@@ -30,7 +31,9 @@ export class Api {
       body: imageForm(file),
       signal,
     });
-    return response.json();
+    const body = await response.json();
+    this.onAnswer(body);
+    return body;
   }
 
   /** POST /v1/cam: the overlay image as a Blob. */

@@ -14,6 +14,7 @@ import { ResultsGrid } from './grid.js';
 import { watchImageInput } from './imageinput.js';
 import { isRemembered, storedKey, storeKey } from './keystore.js';
 import { fillMethods } from './methods.js';
+import { describeChanges, ModelWatch } from './modelwatch.js';
 import { decodeHeatmap, decodeImage, loadColormaps } from './pixels.js';
 import { listSamples, markChosenSample, sampleFile, showSamples } from './samples.js';
 import { addMaskLayer, isBackground, maskImage, showLegend, showMaskLayers } from './segments.js';
@@ -36,6 +37,7 @@ const ui = {
   remember: byId('remember-key'),
   model: byId('model'),
   modelDescription: byId('model-description'),
+  modelNews: byId('model-news'),
   failedModels: { note: byId('failed-models'), summary: byId('failed-summary'), list: byId('failed-list') },
   layer: byId('layer'),
   methods: byId('methods'),
@@ -99,7 +101,11 @@ const state = {
   run: null, // AbortController of the update in progress
 };
 
-const api = new Api(() => ui.key.value.trim());
+const api = new Api(
+  () => ui.key.value.trim(),
+  (answer) => watch.noteVersion(answer.model, answer.model_version),
+);
+const watch = new ModelWatch((signal) => api.models(signal), followModels);
 const zoom = new Zoom(byId('zoom'));
 
 start();
@@ -178,9 +184,11 @@ async function loadModels() {
   const request = new AbortController();
   state.modelsRequest = request;
   try {
-    const { models, failed, request_timeout_s: deadline } = await api.models(request.signal);
+    const listing = await api.models(request.signal);
+    const { models, failed, request_timeout_s: deadline } = listing;
     state.models = models;
     state.deadline = deadline;
+    watch.follow(listing);
     if (fillModels()) forgetPredictions();
     showFailedModels(ui.failedModels, failed);
     clearError();
@@ -188,6 +196,34 @@ async function loadModels() {
     else if (!state.file) setStatus('');
   } catch (error) {
     if (!request.signal.aborted) showError(error);
+  }
+}
+
+/**
+ * The server's models changed while the page was open: say what changed, keep the chosen model
+ * and its controls when it is untouched, and explain the image again when it was reloaded or
+ * removed (its kept explanations came from the version that is gone).
+ */
+function followModels(listing, changes) {
+  const chosen = ui.model.value;
+  state.models = listing.models;
+  state.deadline = listing.request_timeout_s;
+  showFailedModels(ui.failedModels, listing.failed);
+  const news = describeChanges(changes);
+  if (news) {
+    ui.modelNews.textContent = news;
+    ui.modelNews.hidden = false;
+  }
+  const touched = !chosen || changes.removed.includes(chosen) || changes.reloaded.some(({ name }) => name === chosen);
+  if (listing.models.length === 0) {
+    fillModels();
+    noModelsYet(listing.failed);
+  } else if (touched) {
+    fillModels();
+    forgetPredictions();
+    update();
+  } else {
+    fillModelOptions();
   }
 }
 
@@ -213,8 +249,15 @@ function noModelsYet(failed) {
   state.modelsRetry = setTimeout(loadModels, MODELS_RETRY_MS);
 }
 
-/** Fill the model list, keeping the chosen model if it is still served; true if it changed. */
+/** Fill the model list and its controls, keeping the chosen model if it is still served; true if it changed. */
 function fillModels() {
+  const changed = fillModelOptions();
+  fillModelControls();
+  return changed;
+}
+
+/** Fill the model list alone, keeping the chosen model if it is still served; true if it changed. */
+function fillModelOptions() {
   const previous = ui.model.value;
   // The name alone, so that it fits the select; the architecture is the option's title.
   const options = state.models.map((model) => {
@@ -224,7 +267,6 @@ function fillModels() {
   });
   ui.model.replaceChildren(...options);
   if (state.models.some((model) => model.name === previous)) ui.model.value = previous;
-  fillModelControls();
   return ui.model.value !== previous;
 }
 

@@ -1,0 +1,155 @@
+"""What one image's hooked pass leaves behind for the next question about the same image.
+
+A ``KeptPass`` holds, for one image and one model version, what the engine's pass produced: the
+logits, each hooked layer's activations, the gradient of each explained class at each layer, and
+every raw map computed from them (Score-CAM's under its channel budget). All of it is on the CPU,
+copied out of the batch, so nothing holds device memory or a whole batch between requests.
+
+A later request about the same image needs no new pass when the kept one captured its layers
+and, if a method it asks for reads gradients, kept the gradient of each of its target classes
+(chosen from the kept logits as a new pass would choose them). ``prior_pass`` then gives the
+engine a ``PriorPass``: methods already computed are not run again, the others run on the kept
+tensors (Score-CAM's masked passes, when not kept, are the only model calls left), and the
+answer only has to be rendered. What a request computes is merged into the kept pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from app.engine.methods import get_method
+from app.engine.results import CamResults, PriorPass
+from app.engine.targets import choose_targets
+
+__all__ = ["KeptPass", "MapKey", "kept_from", "prior_for", "stacked"]
+
+SCORE_CAM = get_method("scorecam").name
+
+MapKey = tuple[str, str, int | None, int | None]
+"""(layer, method, class: ``None`` for a class-agnostic map, Score-CAM's budget or ``None``)."""
+
+
+@dataclass(frozen=True)
+class KeptPass:
+    """One image's pass, kept on the CPU."""
+
+    logits: Tensor
+    """(classes,) float32."""
+    activations: dict[str, Tensor]
+    """Per layer, (1, C, h, w) float32."""
+    gradients: dict[tuple[str, int], Tensor]
+    """Per (layer, class), (C, h, w) float32: the gradient of that class's score."""
+    maps: dict[MapKey, Tensor]
+    """Raw (h, w) maps, before ReLU and normalisation."""
+
+    @property
+    def nbytes(self) -> int:
+        tensors = [
+            self.logits,
+            *self.activations.values(),
+            *self.gradients.values(),
+            *self.maps.values(),
+        ]
+        return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
+
+    def merged(self, newer: KeptPass) -> KeptPass:
+        """Everything both passes kept (the same image and version: equal where they meet)."""
+        return KeptPass(
+            newer.logits,
+            self.activations | newer.activations,
+            self.gradients | newer.gradients,
+            self.maps | newer.maps,
+        )
+
+
+def kept_from(results: CamResults, index: int, budget: int | None) -> KeptPass | None:
+    """What image ``index`` of an engine call leaves to keep (``budget``: Score-CAM's channel
+    budget in that call); ``None`` when the call did not say what its pass captured."""
+    captured = results.captured
+    if captured is None:
+        return None
+    classes = captured.targets[index].tolist()
+    gradients = {
+        (layer, target): _copy(gradient[index, rank])
+        for layer, gradient in captured.gradients.items()
+        for rank, target in enumerate(classes)
+    }
+    maps: dict[MapKey, Tensor] = {}
+    for (layer, method), cams in results.maps.items():
+        if layer not in captured.activations:  # the fused pseudo-layer: fused again from parts
+            continue
+        method_budget = budget if method == SCORE_CAM else None
+        raw = cams.raw_maps[index]
+        owners: list[int | None] = [None] if cams.class_agnostic else classes
+        for rank, target in enumerate(owners):
+            maps[(layer, method, target, method_budget)] = _copy(raw[rank])
+    return KeptPass(
+        _copy(captured.logits[index]),
+        {layer: _copy(activation[index]) for layer, activation in captured.activations.items()},
+        gradients,
+        maps,
+    )
+
+
+def prior_for(
+    kept: KeptPass,
+    *,
+    target: int | None,
+    ranks: int,
+    layers: Sequence[str],
+    methods: Sequence[str],
+    budget: int | None,
+) -> PriorPass | None:
+    """One image's ``PriorPass`` for a request about ``layers`` (those a pass would hook) with
+    ``methods``, or ``None`` when the kept pass cannot answer it without the model."""
+    if any(layer not in kept.activations for layer in layers):
+        return None
+    targets = choose_targets(kept.logits[None], [target], ranks, None)
+    classes = targets[0].tolist()
+    specs = [get_method(method) for method in methods]
+    gradients: dict[str, Tensor] = {}
+    if any(spec.needs_gradients for spec in specs):
+        wanted = [(layer, target) for layer in layers for target in classes]
+        if any(key not in kept.gradients for key in wanted):
+            return None
+        gradients = {
+            layer: torch.stack([kept.gradients[(layer, target)] for target in classes])[None]
+            for layer in layers
+        }
+    maps: dict[tuple[str, str], Tensor] = {}
+    for layer in layers:
+        for spec in specs:
+            method_budget = budget if spec.name == SCORE_CAM else None
+            owners: list[int | None] = [None] if spec.class_agnostic else classes
+            keys = [(layer, spec.name, owner, method_budget) for owner in owners]
+            if all(key in kept.maps for key in keys):
+                maps[(layer, spec.name)] = torch.stack([kept.maps[key] for key in keys])[None]
+    activations = {layer: kept.activations[layer][None] for layer in layers}
+    return PriorPass(activations, kept.logits[None], targets, gradients, maps)
+
+
+def stacked(priors: Sequence[PriorPass], device: torch.device) -> PriorPass:
+    """The priors of several images as one batch on ``device``; a map computed for some of
+    the images only is computed again for all of them."""
+    first = priors[0]
+    shared = [key for key in first.maps if all(key in prior.maps for prior in priors)]
+
+    def batch(tensors: Sequence[Tensor]) -> Tensor:
+        return torch.cat(list(tensors)).to(device, non_blocking=True)
+
+    return PriorPass(
+        {layer: batch([p.activations[layer] for p in priors]) for layer in first.activations},
+        batch([prior.logits for prior in priors]),
+        batch([prior.targets for prior in priors]),
+        {layer: batch([p.gradients[layer] for p in priors]) for layer in first.gradients},
+        {key: batch([prior.maps[key] for prior in priors]) for key in shared},
+    )
+
+
+def _copy(tensor: Tensor) -> Tensor:
+    """``tensor`` on the CPU, in memory of its own (not a view into the batch)."""
+    return tensor.detach().to("cpu", copy=True)

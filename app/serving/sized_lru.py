@@ -1,0 +1,79 @@
+"""A thread-safe least-recently-used store bounded in bytes, shared by the answer cache and the
+kept passes: each entry has a size, and the model it belongs to so a reload can drop them all."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+__all__ = ["SizedLru"]
+
+V = TypeVar("V")
+
+
+class SizedLru(Generic[V]):
+    """At most ``max_bytes`` of values, the least recently used going first; 0 keeps none.
+    ``on_change(evicted, bytes_held)`` is told after every change (for the metrics)."""
+
+    def __init__(self, max_bytes: int, on_change: Callable[[int, int], None] | None = None) -> None:
+        self.max_bytes = max_bytes
+        self._on_change = on_change
+        self._entries: OrderedDict[str, tuple[str, V, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    @property
+    def bytes_held(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: str) -> V | None:
+        """The value stored under ``key``, now the most recently used."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry[1]
+
+    def put(self, key: str, model: str, value: V, size: int) -> bool:
+        """Store ``value`` (``size`` bytes, belonging to ``model``), evicting the least recently
+        used values to make room; one larger than the whole store is not kept (and an older
+        value under ``key`` is dropped). Whether it was stored."""
+        with self._lock:
+            self._remove(key)
+            evicted = 0
+            if size <= self.max_bytes:
+                self._entries[key] = (model, value, size)
+                self._bytes += size
+                while self._bytes > self.max_bytes:
+                    self._remove(next(iter(self._entries)))
+                    evicted += 1
+            self._changed(evicted)
+        return size <= self.max_bytes
+
+    def drop_model(self, model: str) -> int:
+        """Forget every value of ``model`` (reloaded or unloaded); how many were dropped."""
+        with self._lock:
+            keys = [key for key, entry in self._entries.items() if entry[0] == model]
+            for key in keys:
+                self._remove(key)
+            self._changed(0)
+        return len(keys)
+
+    def _remove(self, key: str) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._bytes -= entry[2]
+
+    def _changed(self, evicted: int) -> None:
+        if self._on_change is not None:
+            self._on_change(evicted, self._bytes)

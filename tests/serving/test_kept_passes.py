@@ -1,0 +1,122 @@
+"""What one image's pass keeps, and the ``PriorPass`` the engine runs on instead of the model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torchvision
+
+from app.engine.engine import CamEngine
+from app.serving.kept_passes import KeptPass, kept_from, prior_for, stacked
+from app.serving.pass_store import PassStore, pixels_digest
+
+METHODS = ["gradcam", "gradcam++", "layercam", "eigencam", "scorecam"]
+
+
+@pytest.fixture(scope="module")
+def engine() -> CamEngine:
+    torch.manual_seed(0)
+    return CamEngine(torchvision.models.resnet18(num_classes=6), "layer4", score_cam_batch_size=8)
+
+
+def inputs(seed: int, count: int = 1) -> torch.Tensor:
+    return torch.randn((count, 3, 64, 64), generator=torch.Generator().manual_seed(seed))
+
+
+def kept_of(
+    engine: CamEngine, batch: torch.Tensor, methods: list[str], **options: object
+) -> list[KeptPass]:
+    results = engine.compute_all(batch, methods, **options)  # type: ignore[arg-type]
+    kept = [kept_from(results, index, None) for index in range(batch.shape[0])]
+    assert all(pass_ is not None for pass_ in kept)
+    return [pass_ for pass_ in kept if pass_ is not None]
+
+
+def test_a_prior_pass_gives_exactly_the_maps_of_a_new_pass(engine: CamEngine) -> None:
+    batch = inputs(1)
+    (kept,) = kept_of(engine, batch, ["gradcam"], top_k=3)
+    prior = prior_for(kept, target=None, ranks=3, layers=["layer4"], methods=METHODS, budget=None)
+    assert prior is not None
+    assert set(prior.maps) == {("layer4", "gradcam")}
+    reused = engine.compute_all(batch, METHODS, top_k=3, prior=prior)
+    fresh = engine.compute_all(batch, METHODS, top_k=3)
+    assert torch.equal(reused.targets, fresh.targets)
+    for key, cams in fresh.maps.items():
+        assert torch.equal(reused.maps[key].raw_maps, cams.raw_maps), key
+
+
+def test_what_is_kept_is_a_copy_on_the_cpu_and_counted(engine: CamEngine) -> None:
+    batch = inputs(2, count=2)
+    results = engine.compute_all(batch, ["gradcam", "eigencam"], top_k=2)
+    kept = kept_from(results, 1, None)
+    assert kept is not None
+    assert kept.activations["layer4"].shape == (1, 512, 2, 2)
+    classes = results.targets[1].tolist()
+    assert set(kept.gradients) == {("layer4", target) for target in classes}
+    assert set(kept.maps) == {
+        *(("layer4", "gradcam", target, None) for target in classes),
+        ("layer4", "eigencam", None, None),
+    }
+    captured = results.captured
+    assert captured is not None
+    captured.activations["layer4"].zero_()
+    assert kept.activations["layer4"].abs().sum() > 0
+    sizes = [kept.logits, *kept.activations.values(), *kept.gradients.values(), *kept.maps.values()]
+    assert kept.nbytes == sum(tensor.numel() * 4 for tensor in sizes)
+
+
+def test_no_prior_without_the_layer_or_a_targets_gradient(engine: CamEngine) -> None:
+    (kept,) = kept_of(engine, inputs(3), ["gradcam"], top_k=1)
+    top = int(kept.logits.argmax())
+    other = (top + 1) % 6
+    ask = {"ranks": 1, "budget": None}
+    assert prior_for(kept, target=None, layers=["layer3"], methods=["gradcam"], **ask) is None
+    assert prior_for(kept, target=other, layers=["layer4"], methods=["gradcam"], **ask) is None
+    no_gradient = prior_for(kept, target=other, layers=["layer4"], methods=["eigencam"], **ask)
+    assert no_gradient is not None
+    assert not no_gradient.gradients
+    assert prior_for(kept, target=top, layers=["layer4"], methods=["gradcam"], **ask) is not None
+
+
+def test_score_cam_maps_are_kept_per_channel_budget(engine: CamEngine) -> None:
+    batch = inputs(4)
+    results = engine.compute_all(batch, ["scorecam"], channel_budget=16)
+    kept = kept_from(results, 0, 16)
+    assert kept is not None
+    target = int(results.targets[0, 0])
+    assert set(kept.maps) == {("layer4", "scorecam", target, 16)}
+    ask = {"target": None, "ranks": 1, "layers": ["layer4"], "methods": ["scorecam"]}
+    assert set(prior_for(kept, budget=16, **ask).maps) == {("layer4", "scorecam")}  # type: ignore[union-attr]
+    assert prior_for(kept, budget=None, **ask).maps == {}  # type: ignore[union-attr]
+
+
+def test_merged_and_stacked_priors(engine: CamEngine) -> None:
+    first, second = kept_of(engine, inputs(5, count=2), ["gradcam"], top_k=1)
+    (more,) = kept_of(engine, inputs(5, count=2)[:1], ["layercam"], top_k=1)
+    whole = first.merged(more)
+    assert {key[1] for key in whole.maps} == {"gradcam", "layercam"}
+    ask = {"target": None, "ranks": 1, "layers": ["layer4"], "budget": None}
+    priors = [prior_for(p, methods=["gradcam", "layercam"], **ask) for p in (whole, second)]
+    assert all(prior is not None for prior in priors)
+    batch = stacked([prior for prior in priors if prior is not None], torch.device("cpu"))
+    assert batch.activations["layer4"].shape == (2, 1, 512, 2, 2)
+    assert batch.gradients["layer4"].shape == (2, 1, 512, 2, 2)
+    assert set(batch.maps) == {("layer4", "gradcam")}  # layercam: kept for one image only
+
+
+def test_the_store_keeps_versions_and_callers_apart_and_merges(engine: CamEngine) -> None:
+    (kept,) = kept_of(engine, inputs(6), ["gradcam"], top_k=1)
+    (more,) = kept_of(engine, inputs(6), ["eigencam"], top_k=1)
+    store = PassStore(1 << 20)
+    pixels = pixels_digest(torch.zeros((3, 4, 5), dtype=torch.uint8))
+    assert pixels != pixels_digest(torch.zeros((3, 5, 4), dtype=torch.uint8))
+    store.keep(("m", "v1"), pixels, "", kept)
+    store.keep(("m", "v1"), pixels, "", more)
+    held = store.find(("m", "v1"), pixels, "")
+    assert held is not None
+    assert {key[1] for key in held.maps} == {"gradcam", "eigencam"}
+    assert store.find(("m", "v2"), pixels, "") is None
+    assert store.find(("m", "v1"), pixels, "another caller") is None
+    assert store.find(("m", "v1"), "", "") is None
+    assert store.drop_model("m") == 1
+    assert len(store) == 0
