@@ -115,6 +115,29 @@ def image_bytes(
     return encode_image(pixels, image_format)
 
 
+SAMPLE_PHOTOS = (
+    Path(__file__).resolve().parents[1] / "app" / "web" / "static" / "samples" / "photos"
+)
+"""The page's sample photos (free licences, see their NOTICE)."""
+
+
+def photo_bytes(index: int, width: int = 640, height: int = 480) -> bytes:
+    """A JPEG of ``width`` × ``height`` cut from one of the sample photos: the ``index``-th
+    (in turn, each at its own random crop of 60 % or more of each side), so that every index
+    gives another image with a real photo's detail."""
+    paths = sorted(SAMPLE_PHOTOS.glob("*.jpg"))
+    rng = np.random.default_rng(index)
+    with Image.open(paths[index % len(paths)]) as opened:
+        photo = opened.convert("RGB")
+    crop_w, crop_h = (round(side * rng.uniform(0.6, 1.0)) for side in photo.size)
+    left = int(rng.integers(0, photo.width - crop_w + 1))
+    top = int(rng.integers(0, photo.height - crop_h + 1))
+    cut = photo.crop((left, top, left + crop_w, top + crop_h)).resize((width, height))
+    buffer = io.BytesIO()
+    cut.save(buffer, "JPEG", quality=90)
+    return buffer.getvalue()
+
+
 BROKEN_PNG = b"\x89PNG\r\n\x1a\n and nothing after the signature"
 
 

@@ -14,7 +14,7 @@ whose gradient at a layer is zero gets its all-zero map, flagged in ``CamMaps.em
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 
 import torch
 from torch import Tensor, nn
@@ -28,7 +28,7 @@ from app.engine.images.imaging import ImageInput, as_image_tensor
 from app.engine.images.preprocess import Preprocessing
 from app.engine.images.render import DEFAULT_ALPHA, RenderOptions, render_together
 from app.engine.methods import CamMethod, MethodContext, get_method
-from app.engine.models.classifier import CamHead, cam_classifier
+from app.engine.models.classifier import cam_classifier
 from app.engine.models.dense import LoadedDenseModel
 from app.engine.models.devices import resolve_device
 from app.engine.models.layers import find_candidate_layers, resolve_layer
@@ -274,7 +274,10 @@ class CamEngine:
         ``wanted`` names, per image, the methods to render for it (default: all of ``methods``):
         a batch mixing requests for different methods renders each image's own methods only;
         ``prior`` is an earlier pass on these images (see ``compute_all``)."""
-        batch = self.preprocessing(images, self.device)
+        if prior is None or prior.runs_the_model([get_method(name) for name in methods]):
+            batch = self.preprocessing(images, self.device)
+        else:  # no method reads the model input: it need not be prepared
+            batch = self.preprocessing.unfilled(len(images), self.device)
         results = self.compute_all(
             batch,
             methods,
@@ -370,14 +373,11 @@ class CamEngine:
             targets=captured.targets,
             logits=captured.logits,
             inputs=captured.batch,
-            classifier=self._classifier,
+            classifier=partial(cam_classifier, self.model, self.token_layout),
             logit_tolerance=1e-3 if self.autocast is None else 5e-2,
             checkpoint=checkpoint,
             masked=MaskedRun(self.masked_passes, channel_budget),
         )
-
-    def _classifier(self) -> CamHead | None:
-        return cam_classifier(self.model, self.token_layout)
 
     def _forward(self, batch: Tensor) -> Tensor:
         enabled = self.autocast is not None

@@ -89,6 +89,8 @@ class CamMethod:
     needs_gradients: bool
     class_agnostic: bool = False
     """One map per image whatever the targets (the map does not depend on the class)."""
+    needs_inputs: bool = False
+    """The method runs the model on the model input again (Score-CAM's masked passes)."""
 
 
 def weighted_sum(activations: Tensor, weights: Tensor) -> Tensor:
@@ -274,7 +276,7 @@ METHODS: dict[str, CamMethod] = {
         CamMethod("xgradcam", "XGrad-CAM", xgrad_cam, needs_gradients=True),
         CamMethod("hirescam", "HiResCAM", hires_cam, needs_gradients=True),
         CamMethod("layercam", "LayerCAM", layer_cam, needs_gradients=True),
-        CamMethod("scorecam", "Score-CAM", score_cam, needs_gradients=False),
+        CamMethod("scorecam", "Score-CAM", score_cam, needs_gradients=False, needs_inputs=True),
         CamMethod("eigencam", "Eigen-CAM", eigen_cam, needs_gradients=False, class_agnostic=True),
     )
 }

@@ -3,6 +3,7 @@ and their renderings; and what its one hooked pass captured on the way."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -11,6 +12,7 @@ from torch import Tensor
 
 from app.engine.errors import ExplanationError
 from app.engine.images.render import RenderedImage, normalize_maps
+from app.engine.methods import CamMethod
 
 __all__ = [
     "BatchExplanation",
@@ -55,6 +57,15 @@ class PriorPass:
     def captured(self, batch: Tensor) -> CapturedPass:
         """The pass as if it had just run on ``batch``."""
         return CapturedPass(batch, self.activations, self.logits, self.targets, self.gradients)
+
+    def runs_the_model(self, methods: Sequence[CamMethod]) -> bool:
+        """Whether one of ``methods`` reads the model input on a layer whose maps are not
+        known (so the input must be prepared): Score-CAM's masked passes."""
+        return any(
+            method.needs_inputs and (layer, method.name) not in self.maps
+            for method in methods
+            for layer in self.activations
+        )
 
 
 @dataclass(frozen=True)

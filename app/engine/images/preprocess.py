@@ -61,7 +61,7 @@ class Preprocessing:
         """(B, 3, h, w) float32 model input on ``device`` from (3, H, W) uint8 images."""
         if not images:
             raise ValueError("no images to preprocess")
-        batch = torch.empty((len(images), 3, *self.input_size), device=device)
+        batch = self.unfilled(len(images), device)
         mean = torch.tensor(self.mean, device=device)
         for size, indices in group_by_size(images).items():
             group = torch.stack([images[i] for i in indices]).to(device).float().div_(255)
@@ -71,6 +71,10 @@ class Preprocessing:
         mean = mean.view(1, 3, 1, 1)
         std = torch.tensor(self.std, device=device).view(1, 3, 1, 1)
         return batch.sub_(mean.view(1, 3, 1, 1)).div_(std)
+
+    def unfilled(self, count: int, device: torch.device) -> Tensor:
+        """An uninitialised (count, 3, h, w) float32 batch of the model input's shape."""
+        return torch.empty((count, 3, *self.input_size), device=device)
 
     def placement(self, image_size: tuple[int, int]) -> Placement:
         """Where an image of ``image_size`` (height, width) lies in this model's input."""
