@@ -11,7 +11,14 @@ import torch
 
 from app.engine.models.registry import build_model
 
-__all__ = ["SHAPES_LABELS", "manifest_text", "write_checkpoint", "write_manifest", "write_whole"]
+__all__ = [
+    "SHAPES_LABELS",
+    "manifest_text",
+    "reloadable_model",
+    "write_checkpoint",
+    "write_manifest",
+    "write_whole",
+]
 
 SHAPES_LABELS = ["circle", "square", "triangle", "star", "cross"]
 
@@ -45,3 +52,12 @@ def write_manifest(folder: Path, name: str, weights: str, *, input_size: int = 3
     """``<folder>/<name>.toml``: the demo architecture with ``weights`` (a checkpoint's path,
     relative to the folder, or ``random``)."""
     return write_whole(folder / f"{name}.toml", manifest_text(name, weights, input_size=input_size))
+
+
+def reloadable_model(folder: Path, name: str = "m") -> Path:
+    """``folder`` with checkpoints ``a.pt`` and ``b.pt`` (two seeds) and the manifest of ``name``
+    on ``a.pt``: a model to reload with other weights by writing its manifest on ``b.pt``."""
+    write_checkpoint(folder / "a.pt", seed=1)
+    write_checkpoint(folder / "b.pt", seed=2)
+    write_manifest(folder, name, "a.pt")
+    return folder

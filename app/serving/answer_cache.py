@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.serving.prometheus import Metrics
-from app.serving.sized_lru import SizedLru
+from app.serving.sized_lru import CacheOf, parts_digest
 
 __all__ = ["ENTRY_OVERHEAD_BYTES", "AnswerCache", "AnswerKey", "CachedAnswer", "answer_key"]
 
@@ -56,47 +56,21 @@ def answer_key(
     and ``options`` every parameter that changes the answer (written in sorted order)."""
     name, version = model
     key_identity = "" if api_key is None else hashlib.sha256(api_key.encode()).hexdigest()
-    parts = (
-        route,
-        image_digest,
-        name,
-        version,
-        json.dumps(options, sort_keys=True, default=str),
-        key_identity,
-    )
-    digest = hashlib.sha256()
-    for part in parts:
-        encoded = part.encode()
-        digest.update(len(encoded).to_bytes(8, "big"))
-        digest.update(encoded)
-    return AnswerKey(digest.hexdigest(), name)
+    written = json.dumps(options, sort_keys=True, default=str)
+    parts = (route, image_digest, name, version, written, key_identity)
+    return AnswerKey(parts_digest(parts), name)
 
 
 def image_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-class AnswerCache:
+class AnswerCache(CacheOf[CachedAnswer]):
     """At most ``max_bytes`` of answers, the least recently used going first; 0 keeps none."""
 
     def __init__(self, max_bytes: int, metrics: Metrics | None = None) -> None:
         self._metrics = metrics
-        self._store: SizedLru[CachedAnswer] = SizedLru(max_bytes, self._publish)
-
-    @property
-    def max_bytes(self) -> int:
-        return self._store.max_bytes
-
-    @property
-    def enabled(self) -> bool:
-        return self._store.enabled
-
-    @property
-    def bytes_held(self) -> int:
-        return self._store.bytes_held
-
-    def __len__(self) -> int:
-        return len(self._store)
+        super().__init__(max_bytes)
 
     def get(self, key: AnswerKey) -> CachedAnswer | None:
         """The answer stored under ``key`` (now the most recently used), counted as a hit or
@@ -112,11 +86,7 @@ class AnswerCache:
         larger than the whole cache is not stored. Whether it was stored."""
         return self._store.put(key.digest, key.model, answer, answer.size)
 
-    def drop_model(self, model: str) -> int:
-        """Forget every answer of ``model`` (reloaded or unloaded); how many were dropped."""
-        return self._store.drop_model(model)
-
-    def _publish(self, evicted: int, bytes_held: int) -> None:
+    def changed(self, evicted: int, bytes_held: int) -> None:
         if self._metrics is None:
             return
         if evicted:

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from app.serving.kept_passes import KeptPass
 from app.serving.prometheus import Metrics
-from app.serving.sized_lru import SizedLru
+from app.serving.sized_lru import CacheOf, parts_digest
 
 __all__ = ["PassStore", "pixels_digest"]
 
@@ -26,58 +26,34 @@ def pixels_digest(pixels: Tensor) -> str:
     return digest.hexdigest()
 
 
-class PassStore:
+class PassStore(CacheOf[KeptPass]):
     """At most ``max_bytes`` of kept passes; 0 keeps none."""
 
     def __init__(self, max_bytes: int, metrics: Metrics | None = None) -> None:
         self._metrics = metrics
-        self._store: SizedLru[KeptPass] = SizedLru(max_bytes, self._publish)
-
-    @property
-    def enabled(self) -> bool:
-        return self._store.enabled
-
-    @property
-    def bytes_held(self) -> int:
-        return self._store.bytes_held
-
-    def __len__(self) -> int:
-        return len(self._store)
+        super().__init__(max_bytes)
 
     def find(self, model: tuple[str, str], pixels: str, caller: str) -> KeptPass | None:
         """The pass ``model`` (name, version) kept for the image with digest ``pixels``."""
-        return self._store.get(_key(model, pixels, caller)) if pixels else None
+        return self._store.get(parts_digest((*model, pixels, caller))) if pixels else None
 
     def keep(self, model: tuple[str, str], pixels: str, caller: str, kept: KeptPass) -> None:
         """Keep ``kept``, merged into what the store already holds for the same image."""
         if not pixels or not self.enabled:
             return
-        key = _key(model, pixels, caller)
+        key = parts_digest((*model, pixels, caller))
         held = self._store.get(key)
         whole = kept if held is None else held.merged(kept)
         self._store.put(key, model[0], whole, whole.nbytes)
-
-    def drop_model(self, model: str) -> int:
-        """Forget every pass of ``model``; how many were dropped."""
-        return self._store.drop_model(model)
 
     def counted_reuse(self, jobs: int) -> None:
         """Count ``jobs`` answered from kept passes."""
         if self._metrics is not None and jobs:
             self._metrics.pass_reuses.inc(jobs)
 
-    def _publish(self, evicted: int, bytes_held: int) -> None:
+    def changed(self, evicted: int, bytes_held: int) -> None:
         if self._metrics is None:
             return
         if evicted:
             self._metrics.pass_evictions.inc(evicted)
         self._metrics.pass_bytes.set(bytes_held)
-
-
-def _key(model: tuple[str, str], pixels: str, caller: str) -> str:
-    digest = hashlib.sha256()
-    for part in (*model, pixels, caller):
-        encoded = part.encode()
-        digest.update(len(encoded).to_bytes(8, "big"))
-        digest.update(encoded)
-    return digest.hexdigest()

@@ -1,14 +1,16 @@
 """A thread-safe least-recently-used store bounded in bytes, shared by the answer cache and the
-kept passes: each entry has a size, and the model it belongs to so a reload can drop them all."""
+kept passes: each entry has a size, and the model it belongs to so a reload can drop them all;
+``CacheOf`` is what both caches offer around it, and ``parts_digest`` how both name entries."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
-__all__ = ["SizedLru"]
+__all__ = ["CacheOf", "SizedLru", "parts_digest"]
 
 V = TypeVar("V")
 
@@ -77,3 +79,43 @@ class SizedLru(Generic[V]):
     def _changed(self, evicted: int) -> None:
         if self._on_change is not None:
             self._on_change(evicted, self._bytes)
+
+
+class CacheOf(Generic[V]):
+    """A cache of ``V`` on a ``SizedLru``: its size, whether it is on, and forgetting a model;
+    ``changed(evicted, bytes_held)`` is told after every change."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._store: SizedLru[V] = SizedLru(max_bytes, self.changed)
+
+    @property
+    def max_bytes(self) -> int:
+        return self._store.max_bytes
+
+    @property
+    def enabled(self) -> bool:
+        return self._store.enabled
+
+    @property
+    def bytes_held(self) -> int:
+        return self._store.bytes_held
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def drop_model(self, model: str) -> int:
+        """Forget every entry of ``model`` (reloaded or unloaded); how many were dropped."""
+        return self._store.drop_model(model)
+
+    def changed(self, evicted: int, bytes_held: int) -> None:
+        """Told after every change (the metrics); nothing by default."""
+
+
+def parts_digest(parts: Iterable[str]) -> str:
+    """The sha256 of ``parts``, each prefixed by its length (no two lists of parts share one)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        encoded = part.encode()
+        digest.update(len(encoded).to_bytes(8, "big"))
+        digest.update(encoded)
+    return digest.hexdigest()

@@ -22,6 +22,7 @@ from app.api.application import create_app
 from app.config import Settings
 from app.engine.hooks import count_hooks
 from app.engine.images.colormaps import colormap_table
+from tests.model_folders import reloadable_model
 from tests.support import image_bytes
 from tests.threads import torch_threads_for_servers
 
@@ -45,6 +46,18 @@ def make_settings(models_dir: Path, **overrides: Any) -> Settings:
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+ADMIN_HEADERS = {"authorization": "Bearer admin-secret"}
+"""The admin key of ``explicit_control``'s servers, as a request sends it."""
+
+
+def explicit_control(folder: Path, **overrides: Any) -> Settings:
+    """``make_settings`` of a server whose models change through ``/v2/repository`` only (with
+    ``ADMIN_HEADERS``), serving ``reloadable_model(folder)``: model ``m``, reloaded by writing its
+    manifest on ``b.pt``."""
+    reloadable_model(folder)
+    return make_settings(folder, admin_key="admin-secret", model_control="explicit", **overrides)
 
 
 def wait_ready(client: TestClient, timeout_s: float = READY_TIMEOUT_S) -> None:

@@ -17,9 +17,16 @@ from starlette.requests import Request
 from app.api.answer_caching import AnswerLookup
 from app.api.schemas import CamParams
 from app.serving.service import Service
-from tests.api.helpers import assert_error, make_settings, post_image, serving
+from tests.api.helpers import (
+    ADMIN_HEADERS,
+    assert_error,
+    explicit_control,
+    make_settings,
+    post_image,
+    serving,
+)
 from tests.harness.live_server import MetricsSnapshot
-from tests.model_folders import write_checkpoint, write_manifest
+from tests.model_folders import write_manifest
 from tests.support import BROKEN_PNG, image_bytes
 
 KEY = "the-one-key"
@@ -218,25 +225,20 @@ def test_concurrent_requests_get_exactly_the_uncached_answers(models_dir: Path) 
 def test_a_reload_is_a_miss_answered_by_the_new_version_and_an_unload_serves_nothing(
     tmp_path: Path,
 ) -> None:
-    write_checkpoint(tmp_path / "a.pt", seed=1)
-    write_checkpoint(tmp_path / "b.pt", seed=2)
-    write_manifest(tmp_path, "m", "a.pt")
-    admin = {"authorization": "Bearer admin-secret"}
-    settings = make_settings(
-        tmp_path, admin_key="admin-secret", model_control="explicit", cache_mb=16
-    )
-    with serving(settings) as client:
+    with serving(explicit_control(tmp_path, cache_mb=16)) as client:
         image = image_bytes(seed=91)
         first = post_image(client, data=image, params={"model": "m"})
         assert post_image(client, data=image, params={"model": "m"}).headers[
             "x-camserve-cache"
         ] == ("hit")
         write_manifest(tmp_path, "m", "b.pt")
-        assert client.post("/v2/repository/models/m/load", headers=admin).status_code == 200
+        assert client.post("/v2/repository/models/m/load", headers=ADMIN_HEADERS).status_code == 200
         reloaded = post_image(client, data=image, params={"model": "m"})
         assert reloaded.headers["x-camserve-cache"] == "miss"
         new_version = reloaded.headers["x-camserve-model-version"]
         assert new_version != first.headers["x-camserve-model-version"]
-        assert client.post("/v2/repository/models/m/unload", headers=admin).status_code == 200
+        assert (
+            client.post("/v2/repository/models/m/unload", headers=ADMIN_HEADERS).status_code == 200
+        )
         assert len(service_of(client).answers) == 0
         assert post_image(client, data=image, params={"model": "m"}).status_code == 503

@@ -12,9 +12,16 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.serving.service import Service
-from tests.api.helpers import assert_same_explain_body, make_settings, post_image, serving
+from tests.api.helpers import (
+    ADMIN_HEADERS,
+    assert_same_explain_body,
+    explicit_control,
+    make_settings,
+    post_image,
+    serving,
+)
 from tests.harness.live_server import MetricsSnapshot
-from tests.model_folders import write_checkpoint, write_manifest
+from tests.model_folders import write_manifest
 from tests.support import image_bytes
 
 ONE_PER_BATCH = {"models": ["tiny"], "max_batch_size": 1}
@@ -120,14 +127,7 @@ def test_off_keeps_nothing(servers: tuple[TestClient, TestClient]) -> None:
 
 
 def test_a_reload_forgets_the_models_passes(tmp_path: Path) -> None:
-    write_checkpoint(tmp_path / "a.pt", seed=1)
-    write_checkpoint(tmp_path / "b.pt", seed=2)
-    write_manifest(tmp_path, "m", "a.pt")
-    admin = {"authorization": "Bearer admin-secret"}
-    settings = make_settings(
-        tmp_path, admin_key="admin-secret", model_control="explicit", pass_cache_mb=16
-    )
-    with serving(settings) as client:
+    with serving(explicit_control(tmp_path, pass_cache_mb=16)) as client:
         image = image_bytes(seed=313)
         query = {"model": "m", "include": "raw_map"}
         post_image(client, "/v1/explain", image, params={**query, "method": "gradcam"})
@@ -135,7 +135,7 @@ def test_a_reload_forgets_the_models_passes(tmp_path: Path) -> None:
         assert service.worker.passes is not None
         assert len(service.worker.passes) == 1
         write_manifest(tmp_path, "m", "b.pt")
-        assert client.post("/v2/repository/models/m/load", headers=admin).status_code == 200
+        assert client.post("/v2/repository/models/m/load", headers=ADMIN_HEADERS).status_code == 200
         assert len(service.worker.passes) == 0
         again = post_image(client, "/v1/explain", image, params={**query, "method": "layercam"})
         assert again.headers["x-camserve-pass"] == "computed"

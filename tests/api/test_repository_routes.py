@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.helpers import assert_error, make_settings, post_image, serving
-from tests.model_folders import write_checkpoint, write_manifest
+from tests.model_folders import reloadable_model, write_manifest
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 USER = {"Authorization": "Bearer user-key"}
@@ -22,9 +22,7 @@ USER = {"Authorization": "Bearer user-key"}
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
-    write_checkpoint(tmp_path / "a.pt", seed=1)
-    write_checkpoint(tmp_path / "b.pt", seed=2)
-    write_manifest(tmp_path, "m", "a.pt")
+    reloadable_model(tmp_path)
     return tmp_path
 
 
