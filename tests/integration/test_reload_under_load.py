@@ -1,6 +1,8 @@
 """Reloads under load on a live server: eight client threads ask for explanations without a
-pause while the model is reloaded five times, through the repository API (Triton's own client)
-and by rewriting its manifest in a polled folder. No request fails; each answer names a version
+pause (each in turn Grad-CAM, Grad-CAM++, LayerCAM and Eigen-CAM of one image) while the model
+is reloaded five times, through the repository API (Triton's own client, with the answer cache
+and the kept passes on, so most answers come from them) and by rewriting its manifest in a
+polled folder (caches off). No request fails; each answer names a version
 that served while it was asked; between two reloads every answer comes from the last version
 loaded, so the versions seen are exactly the ones loaded, in order. A broken manifest dropped
 into the polled folder leaves the last version serving, reported in the index and /v1/models.
@@ -8,6 +10,7 @@ into the polled folder leaves the last version serving, reported in the index an
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -21,8 +24,9 @@ import httpx
 import pytest
 import tritonclient.http as triton_http
 
+from tests.harness.live_server import MetricsSnapshot
 from tests.integration.live import LiveServer, live_server, poll_until
-from tests.model_folders import write_checkpoint, write_manifest
+from tests.model_folders import reloadable_model, write_manifest
 from tests.support import image_bytes
 
 pytestmark = pytest.mark.slow
@@ -36,6 +40,7 @@ LOAD_LIMIT_S = 30.0
 ADMIN_KEY = "admin-secret"
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 IMAGE = image_bytes(64, 48, seed=3)
+METHODS = ("gradcam", "gradcam++", "layercam", "eigencam")
 
 
 @dataclass(frozen=True)
@@ -64,20 +69,24 @@ class Load:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.answers: list[Answer] = []
-        self._threads = [threading.Thread(target=self._ask) for _ in range(CLIENTS)]
+        self._threads = [
+            threading.Thread(target=self._ask, args=(index,)) for index in range(CLIENTS)
+        ]
 
-    def _ask(self) -> None:
+    def _ask(self, thread: int) -> None:
         deadline = time.monotonic() + LOAD_LIMIT_S
         with httpx.Client(timeout=LOAD_LIMIT_S) as client:
-            while not self._stop.is_set() and time.monotonic() < deadline:
-                self._record(self._one(client))
+            for turn in itertools.count(thread):
+                if self._stop.is_set() or time.monotonic() >= deadline:
+                    return
+                self._record(self._one(client, METHODS[turn % len(METHODS)]))
 
-    def _one(self, client: httpx.Client) -> Answer:
+    def _one(self, client: httpx.Client, method: str) -> Answer:
         started = time.monotonic()
         try:
             response = client.post(
                 self._server.url("/v1/explain"),
-                params={"model": "m", "include": ""},
+                params={"model": "m", "method": method, "include": ""},
                 content=IMAGE,
                 headers={"Content-Type": "image/png"},
             )
@@ -116,10 +125,7 @@ def folder(tmp_path: Path) -> Path:
     """``m``, the demo architecture on checkpoint ``a.pt``; ``b.pt`` beside it."""
     models = tmp_path / "models"
     models.mkdir()
-    write_checkpoint(models / "a.pt", seed=1)
-    write_checkpoint(models / "b.pt", seed=2)
-    write_manifest(models, "m", "a.pt")
-    return models
+    return reloadable_model(models)
 
 
 def listed_model(server: LiveServer) -> dict[str, Any]:
@@ -164,7 +170,9 @@ def versions_per_window(answers: list[Answer], swaps: list[Swap]) -> list[str]:
     return seen
 
 
-def assert_reloads_dropped_nothing(answers: list[Answer], swaps: list[Swap]) -> None:
+def assert_reloads_dropped_nothing(
+    answers: list[Answer], swaps: list[Swap], server: LiveServer
+) -> None:
     failures = [answer for answer in answers if answer.status != 200]
     assert failures == []
     first, second = swaps[0].version, swaps[1].version
@@ -172,17 +180,27 @@ def assert_reloads_dropped_nothing(answers: list[Answer], swaps: list[Swap]) -> 
     assert [swap.version for swap in swaps] == [first, second] * 3
     assert versions_per_window(answers, swaps) == [first, second] * 3
     during = sum(1 for a in answers for s in swaps[1:] if s.asked < a.ended < s.served)
+    counts = MetricsSnapshot.parse(httpx.get(server.url("/metrics"), timeout=10).text)
+    hits = counts.value("camserve_cache_hits_total")
+    reused = counts.value("camserve_pass_reuses_total")
     print(
         f"\n{len(answers)} requests from {CLIENTS} threads, {len(failures)} failed, "
-        f"{during} answered while a new version loaded; versions loaded "
-        f"{[swap.version for swap in swaps]}, seen per window {versions_per_window(answers, swaps)}"
+        f"{during} answered while a new version loaded, {hits:.0f} from the answer cache, "
+        f"{reused:.0f} from kept passes; versions loaded {[swap.version for swap in swaps]}, "
+        f"seen per window {versions_per_window(answers, swaps)}"
     )
 
 
 def test_explicit_reloads_through_tritons_client_fail_no_request(
     folder: Path, tmp_path: Path
 ) -> None:
-    settings = {"model_control": "explicit", "admin_key": ADMIN_KEY, "max_wait_ms": 2}
+    settings = {
+        "model_control": "explicit",
+        "admin_key": ADMIN_KEY,
+        "max_wait_ms": 2,
+        "cache_mb": 16,
+        "pass_cache_mb": 16,
+    }
     with live_server(folder, tmp_path, settings) as server:
         triton = triton_http.InferenceServerClient(url=server.base_url.removeprefix("http://"))
 
@@ -194,9 +212,12 @@ def test_explicit_reloads_through_tritons_client_fail_no_request(
 
         try:
             answers, swaps = reload_under_load(server, folder, reload)
+            assert_reloads_dropped_nothing(answers, swaps, server)
+            counts = MetricsSnapshot.parse(httpx.get(server.url("/metrics"), timeout=10).text)
+            assert counts.value("camserve_cache_hits_total") > 0
+            assert counts.value("camserve_pass_reuses_total") > 0
         finally:
             triton.close()
-    assert_reloads_dropped_nothing(answers, swaps)
 
 
 def test_poll_reloads_fail_no_request_and_a_broken_manifest_keeps_the_version(
@@ -220,7 +241,7 @@ def test_poll_reloads_fail_no_request_and_a_broken_manifest_keeps_the_version(
             return str(listed_model(server)["model_version"])
 
         answers, swaps = reload_under_load(server, folder, reload)
-        assert_reloads_dropped_nothing(answers, swaps)
+        assert_reloads_dropped_nothing(answers, swaps, server)
         last = swaps[-1].version
         with Load(server).running() as load:
             write_manifest(folder, "m", "missing.pt")
