@@ -15,6 +15,7 @@ from label_studio_sdk.converter.brush import decode_rle
 from label_studio_sdk.label_interface.interface import LabelInterface
 
 from tests.api.helpers import decode, make_settings, post_image, serving, worker_hook_count
+from tests.harness.live_server import MetricsSnapshot
 from tests.labeling.image_hosts import Host, elsewhere_routes, host_and_port, running
 from tests.support import TINY_LABELS, image_bytes
 
@@ -337,3 +338,35 @@ def test_api_key_is_the_basic_auth_password_when_no_user_is_set(models_dir: Path
 def test_backend_can_be_turned_off(models_dir: Path) -> None:
     with serving(make_settings(models_dir, labelstudio_enabled=False)) as client:
         assert client.get("/labelstudio/health").status_code == 404
+
+
+def test_a_task_opened_again_is_answered_from_its_kept_pass(
+    models_dir: Path, image_root: Path
+) -> None:
+    settings = make_settings(
+        models_dir,
+        default_model="tiny",
+        local_files_document_root=image_root,
+        labelstudio_threshold=THRESHOLD,
+        pass_cache_mb=16,
+    )
+    with serving(settings) as client:
+        first = predict(client, [task(LOCAL)], config())
+        reuses_before = MetricsSnapshot.parse(client.get("/metrics").text)
+        again = predict(client, [task(LOCAL)], config())
+        reuses_after = MetricsSnapshot.parse(client.get("/metrics").text)
+    assert first.status_code == again.status_code == 200
+    assert without_ids(again.json()["results"]) == without_ids(first.json()["results"])
+    assert reuses_before.value("camserve_pass_reuses_total") == 0
+    assert reuses_after.value("camserve_pass_reuses_total") == 1
+
+
+def without_ids(predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The predictions with each region's id (drawn anew for every answer) left out."""
+    return [
+        {
+            **prediction,
+            "result": [{k: v for k, v in r.items() if k != "id"} for r in prediction["result"]],
+        }
+        for prediction in predictions
+    ]
