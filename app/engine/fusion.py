@@ -88,6 +88,9 @@ def fused_results(
                 kept.refusals[key] = results.refusals[key]
             elif key in results.maps:
                 kept.maps[key] = results.maps[key]
+    for key, cams in results.maps.items():
+        if key[0] not in requested:
+            kept.fusion_parts[key] = cams
     return kept
 
 

@@ -129,6 +129,9 @@ class CamResults:
     pass are unaffected."""
     captured: CapturedPass | None = None
     """The pass the maps were computed from (for keeping it: ``app/serving/kept_passes.py``)."""
+    fusion_parts: dict[tuple[str, str], CamMaps] = field(default_factory=dict)
+    """The maps of the layers hooked only to be fused (not asked for themselves), by (layer,
+    method): what ``fused`` was made of."""
 
     def __getitem__(self, key: tuple[str, str]) -> CamMaps:
         if key in self.refusals:

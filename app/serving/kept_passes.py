@@ -79,7 +79,7 @@ def kept_from(results: CamResults, index: int, budget: int | None) -> KeptPass |
         for rank, target in enumerate(classes)
     }
     maps: dict[MapKey, Tensor] = {}
-    for (layer, method), cams in results.maps.items():
+    for (layer, method), cams in (results.maps | results.fusion_parts).items():
         if layer not in captured.activations:  # the fused pseudo-layer: fused again from parts
             continue
         method_budget = budget if method == SCORE_CAM else None

@@ -120,3 +120,24 @@ def test_the_store_keeps_versions_and_callers_apart_and_merges(engine: CamEngine
     assert store.find(("m", "v1"), "", "") is None
     assert store.drop_model("m") == 1
     assert len(store) == 0
+
+
+def test_fused_maps_from_a_prior_pass_equal_a_new_passes() -> None:
+    torch.manual_seed(1)
+    model = torchvision.models.resnet18(num_classes=6)
+    fusing = CamEngine(model, "layer4", fusion_layers=["layer3", "layer4"])
+    batch = inputs(7)
+    results = fusing.compute_all(batch, ["gradcam"], top_k=2, layers=["fused"])
+    kept = kept_from(results, 0, None)
+    assert kept is not None
+    assert set(kept.activations) == {"layer3", "layer4"}
+    assert {key[0] for key in kept.maps} == {"layer3", "layer4"}  # "fused" is fused again
+    methods = ["gradcam", "layercam", "eigencam"]
+    prior = prior_for(
+        kept, target=None, ranks=2, layers=["layer3", "layer4"], methods=methods, budget=None
+    )
+    reused = fusing.compute_all(batch, methods, top_k=2, layers=["fused"], prior=prior)
+    fresh = fusing.compute_all(batch, methods, top_k=2, layers=["fused"])
+    assert set(reused.maps) == set(fresh.maps) == {("fused", method) for method in methods}
+    for key, cams in fresh.maps.items():
+        assert torch.equal(reused.maps[key].raw_maps, cams.raw_maps), key
