@@ -280,6 +280,9 @@ class ModelList:
     failed: dict[str, str]
     request_timeout_s: float | None = None
     """The server's deadline per request in seconds (``None`` from a server that does not say)."""
+    model_control: str = "none"
+    """How the served models may change while the server runs: ``none``, ``explicit`` (through
+    the model repository routes) or ``poll`` (the models folder is followed)."""
 
     def names(self) -> list[str]:
         return [model.name for model in self.models]

@@ -142,6 +142,7 @@ def test_models_lists_the_served_model(client: Client) -> None:
     listing = client.models()
     assert listing.names() == ["shapes"]
     assert listing.failed == {}
+    assert listing.model_control == "none"
     shapes = listing.models[0]
     assert shapes.labels == tuple(SHAPES)
     assert (shapes.default_layer, shapes.input_size, shapes.num_classes) == (
