@@ -11,7 +11,9 @@ request at a time:
 1. the first request (Grad-CAM): computed, a cache miss;
 2. the same request again: an answer cache hit;
 3. another method (Grad-CAM++): computed from the image's kept pass;
-4. another colormap (viridis, Grad-CAM): drawn again from the kept pass.
+4. another colormap (viridis, Grad-CAM): drawn again from the kept pass;
+5. ``/v1/explain`` only: another method as the page asks for it (LayerCAM, ``include=heatmap,
+   boxes``: the page blends in the browser, so no overlay is drawn or sent).
 
 Each answer's ``X-Camserve-Cache`` and ``X-Camserve-Pass`` headers are checked to be what the
 step expects. The p50 (and p90) of the client's wall time is printed per step, and each step's
@@ -48,8 +50,11 @@ STEPS: dict[str, tuple[dict[str, str], str, str]] = {
     "repeat": ({"method": "gradcam"}, "hit", "computed"),
     "method": ({"method": "gradcam++"}, "miss", "reused"),
     "colormap": ({"method": "gradcam", "colormap": "viridis"}, "miss", "reused"),
+    "page": ({"method": "layercam", "include": "heatmap,boxes"}, "miss", "reused"),
 }
 """Each step's query, and the X-Camserve-Cache and X-Camserve-Pass headers it must answer."""
+EXPLAIN_ONLY = {"page"}
+"""Steps with ``/v1/explain``'s parameters only."""
 RESNET50_MANIFEST = (
     'name = "resnet50"\narchitecture = "resnet50"\nweights = "random"\nlayer = "layer4"\n'
     "num_classes = 1000\n"
@@ -101,9 +106,10 @@ def measure(
     client: httpx.Client, server: ServerProcess, route: str, images: list[bytes]
 ) -> dict[str, list[float]]:
     """Each step's wall times over ``images``."""
-    times: dict[str, list[float]] = {step: [] for step in STEPS}
+    steps = [step for step in STEPS if route == "/v1/explain" or step not in EXPLAIN_ONLY]
+    times: dict[str, list[float]] = {step: [] for step in steps}
     for image in images:
-        for step in STEPS:
+        for step in steps:
             times[step].append(timed(client, server, route, image, step))
     return times
 
@@ -141,8 +147,7 @@ def main() -> None:
             httpx.Client() as client,
         ):
             for warm in range(2):  # the first requests of a process are slower
-                for step in STEPS:
-                    timed(client, server, "/v1/cam", distinct_image(990 + warm, False), step)
+                measure(client, server, "/v1/explain", [distinct_image(990 + warm, False)])
             for offset, route in enumerate(ROUTES):
                 first = 1000 * offset  # each route gets images of its own (no answer is kept)
                 images = [

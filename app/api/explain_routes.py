@@ -138,7 +138,7 @@ async def _overlay_answer(service: Service, params: CamParams, outcome: Outcome)
         body = await service.encode(outcome.image.pixels.permute(1, 2, 0).numpy(), params.format)
         headers["X-Camserve-Empty-Map"] = "true"
         return Response(body, media_type=MEDIA_TYPES[params.format], headers=headers)
-    body = await service.encode(result.maps[0].overlays[0], params.format)
+    body = await service.encode(result.maps[0].require_overlays()[0], params.format)
     class_index = result.targets[0]
     headers |= {
         "X-Camserve-Class": str(class_index),
@@ -227,7 +227,7 @@ async def _explained(
         *(
             _explained_class(service, outcome, (maps_index, entry), wanted)
             for maps_index, maps in enumerate(outcome.result.maps)
-            for entry in range(maps.overlays.shape[0])
+            for entry in range(maps.heatmaps.shape[0])
         )
     )
     segments = await _segments(service, outcome)
@@ -322,8 +322,8 @@ async def _explained_class(
     )
     # The overlay and the heatmap are encoded side by side in the codec threads.
     entry.overlay, entry.heatmap = await asyncio.gather(
-        _base64_if("overlay" in included, service, maps.overlays[rank], wanted.format),
-        _base64_if("heatmap" in included, service, maps.heatmaps[rank], "png"),
+        _base64_if("overlay" in included, service, maps.overlays, rank, wanted.format),
+        _base64_if("heatmap" in included, service, maps.heatmaps, rank, "png"),
     )
     if entry.overlay is not None:
         entry.overlay_media_type = MEDIA_TYPES[wanted.format]
@@ -336,10 +336,19 @@ async def _explained_class(
 
 
 async def _base64_if(
-    wanted: bool, service: Service, pixels: NDArray[np.uint8], image_format: str
+    wanted: bool,
+    service: Service,
+    images: NDArray[np.uint8] | None,
+    rank: int,
+    image_format: str,
 ) -> str | None:
-    """``pixels`` encoded as base64 text when ``wanted``, else ``None``."""
-    return await service.encode_base64(pixels, image_format) if wanted else None
+    """The ``rank``-th of ``images`` encoded as base64 text when ``wanted``, else ``None``
+    (``images`` may be ``None`` only where it is not wanted)."""
+    if not wanted:
+        return None
+    if images is None:
+        raise ValueError("an image the request asked for was not rendered")
+    return await service.encode_base64(images[rank], image_format)
 
 
 async def _add_regions(

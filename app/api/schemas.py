@@ -211,6 +211,7 @@ class ExplainParams(CamParams):
             box=self.box,
             predictions=self.predictions,
             channel_budget=self.scorecam_channels,
+            overlays="overlay" in self.included(),
         )
 
     def included(self) -> tuple[str, ...]:

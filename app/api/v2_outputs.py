@@ -36,7 +36,7 @@ class Answer:
     def entries(self) -> list[tuple[int, int]]:
         """(maps index, rank) of every explanation, in ``/v1/explain``'s order."""
         maps = self.outcome.result.maps
-        return [(i, rank) for i, item in enumerate(maps) for rank in range(item.overlays.shape[0])]
+        return [(i, rank) for i, item in enumerate(maps) for rank in range(item.heatmaps.shape[0])]
 
     def labels(self, classes: Sequence[int]) -> list[str]:
         return [self.outcome.model.labels[index] for index in classes]
@@ -206,7 +206,7 @@ async def _overlays(service: Service, answer: Answer) -> OutputTensor:
     maps = answer.outcome.result.maps
     encoded = await asyncio.gather(
         *(
-            service.encode(maps[index].overlays[rank], answer.overlay_format)
+            service.encode(maps[index].require_overlays()[rank], answer.overlay_format)
             for index, rank in answer.entries
         )
     )

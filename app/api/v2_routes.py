@@ -12,6 +12,8 @@ metadata lists the version being served, each answer names the version that comp
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -21,7 +23,7 @@ from app.api.deps import ServiceDep
 from app.api.explaining import explain_in_slot
 from app.api.model_readiness import ModelReady, model_readiness
 from app.api.v2_errors import InvalidInferenceRequestError, ProtocolRoute
-from app.api.v2_outputs import Answer, output_tensors, outputs_of
+from app.api.v2_outputs import OVERLAY, Answer, output_tensors, outputs_of
 from app.api.v2_parameters import request_options
 from app.api.v2_requests import (
     HEADER_LENGTH,
@@ -170,7 +172,10 @@ async def infer(name: str, request: Request, service: ServiceDep) -> Response:
     options = request_options(parsed.parameters, name)
     outputs = requested_outputs(parsed, name, model.task, options.binary_outputs)
     image = image_input(parsed, binary, limit)
-    outcome = await _explain(request, service, options.params.to_request(), image)
+    wanted = replace(
+        options.params.to_request(), overlays=any(output.name == OVERLAY for output in outputs)
+    )
+    outcome = await _explain(request, service, wanted, image)
     answer = Answer(outcome, options.params.prediction_count(), options.params.format)
     tensors = await output_tensors(service, answer, [output.name for output in outputs])
     return _inference_response((name, outcome.model_version), parsed.id, tensors, outputs)

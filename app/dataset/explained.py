@@ -118,7 +118,7 @@ def explain_pixels(
                     MethodMaps(
                         method=cams.method,
                         class_agnostic=cams.class_agnostic,
-                        overlays=explained.rendered[key][index].overlays.cpu().numpy(),
+                        overlays=explained.rendered[key][index].require_overlays().cpu().numpy(),
                         heatmaps=explained.rendered[key][index].heatmaps.cpu().numpy(),
                     )
                     for key, cams in explained.results.maps.items()

@@ -158,7 +158,7 @@ class Explanation:
     @property
     def overlays(self) -> list[Tensor]:
         """Per image, (K, H, W, 3) uint8 RGB overlays at the original resolution."""
-        return [image.overlays for image in self.images]
+        return [image.require_overlays() for image in self.images]
 
 
 @dataclass(frozen=True)
@@ -176,5 +176,5 @@ def repeat_for_targets(image: RenderedImage, ranks: int) -> RenderedImage:
     return RenderedImage(
         maps=image.maps.expand(ranks, -1, -1),
         heatmaps=image.heatmaps.expand(ranks, -1, -1),
-        overlays=image.overlays.expand(ranks, -1, -1, -1),
+        overlays=None if image.overlays is None else image.overlays.expand(ranks, -1, -1, -1),
     )

@@ -162,12 +162,14 @@ class LabelStudioBackend:
                 layer=options.layer,
                 score_threshold=options.score_threshold,
                 max_detections=0,
+                overlays=False,
             )
         return ExplainRequest(
             model=options.model,
             methods=(options.method,),
             layer=options.layer,
             top_k=1 if model.task == "segmentation" else top_k,
+            overlays=False,  # Label Studio gets regions, drawn from the heatmaps
         )
 
     async def _explain(

@@ -61,7 +61,7 @@ def _refusal(
 
 
 _CpuMaps = tuple[
-    dict[int, NDArray[np.uint8]],
+    dict[int, NDArray[np.uint8] | None],
     dict[int, NDArray[np.uint8]],
     NDArray[np.float32],
     NDArray[np.bool_],
@@ -90,6 +90,9 @@ def _method_maps(
 def _maps_on_cpu(layer_maps: Tensor, empty: Tensor, rendered: dict[int, RenderedImage]) -> _CpuMaps:
     """(overlays, heatmaps) by image index, for the images that asked for the method, and the
     layer maps and empty-map flags of every image, on the CPU."""
-    overlays = {index: image.overlays.cpu().numpy() for index, image in rendered.items()}
+    overlays = {
+        index: None if image.overlays is None else image.overlays.cpu().numpy()
+        for index, image in rendered.items()
+    }
     heatmaps = {index: image.heatmaps.cpu().numpy() for index, image in rendered.items()}
     return overlays, heatmaps, layer_maps.cpu().numpy(), empty.cpu().numpy()

@@ -158,7 +158,7 @@ def render_with_boxes(
         colormap=options.colormap,
         placement=lambda _size: answer.placement,
     )
-    overlays: NDArray[np.uint8] = rendered.overlays.cpu().numpy()
+    overlays: NDArray[np.uint8] = rendered.require_overlays().cpu().numpy()
     for overlay, box in zip(overlays, boxes, strict=True):
         draw_box(overlay, box)
     return overlays, rendered.heatmaps.cpu().numpy()

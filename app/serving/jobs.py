@@ -109,8 +109,9 @@ class MethodMaps:
     layer: str
     method: str
     class_agnostic: bool
-    overlays: NDArray[np.uint8]
-    """(K', H, W, 3) RGB."""
+    overlays: NDArray[np.uint8] | None
+    """(K', H, W, 3) RGB; ``None`` when the request's answer carries no overlay (none was
+    blended)."""
     heatmaps: NDArray[np.uint8]
     """(K', H, W) grayscale."""
     layer_maps: NDArray[np.float32]
@@ -118,6 +119,12 @@ class MethodMaps:
     empty: NDArray[np.bool_]
     """(K',): maps whose gradient was zero everywhere for this image (all-zero maps; gradient
     methods only)."""
+
+    def require_overlays(self) -> NDArray[np.uint8]:
+        """``overlays``, which the request asked for."""
+        if self.overlays is None:
+            raise ValueError(f"{self.method} at {self.layer} was rendered without overlays")
+        return self.overlays
 
     def entry(self, rank: int) -> int:
         """The index of the map that explains target ``rank`` (0-based)."""

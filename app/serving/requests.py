@@ -39,6 +39,9 @@ class ExplainRequest:
     """One map is answered (``/v1/cam``): a detector explains its best detection only."""
     channel_budget: int | None = None
     """Score-CAM: score only this many channels per layer (the most varied)."""
+    overlays: bool = True
+    """Whether the answer carries overlays: without them none is blended (a classifier's or a
+    segmenter's heatmaps are rendered alone; a detector's overlays carry its drawn boxes)."""
 
 
 @dataclass(frozen=True)

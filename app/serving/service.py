@@ -103,7 +103,7 @@ class Service:
         if wanted.target is not None and wanted.top_k != 1:
             raise InvalidTargetError("give either a target or top_k, not both")
         target = None if wanted.target is None else model.class_index(wanted.target)
-        render = RenderOptions(validate_alpha(wanted.alpha), colormap)
+        render = RenderOptions(validate_alpha(wanted.alpha), colormap, wanted.overlays)
         self._check_score_cam_cost(model, methods, layers, wanted.channel_budget)
         valid = ValidRequest(
             model,

@@ -404,6 +404,15 @@ def test_explain_boxes_alone_equal_the_boxes_beside_the_images(client: TestClien
     assert lean["predictions"] == full["predictions"]
 
 
+def test_heatmaps_without_overlays_equal_the_heatmaps_beside_them(client: TestClient) -> None:
+    """Without ``overlay`` in ``include`` nothing is blended; the heatmaps are the same."""
+    lean = explain(client, include="heatmap", top_k="2", method="gradcam,eigencam")
+    full = explain(client, include="overlay,heatmap", top_k="2", method="gradcam,eigencam")
+    assert [e["heatmap"] for e in lean["explanations"]] == [
+        e["heatmap"] for e in full["explanations"]
+    ]
+
+
 def scene_photo(width: int, height: int) -> bytes:
     """A generated scene (a shape on clutter) stretched to ``width`` × ``height``, as a JPEG."""
     scene = Image.fromarray(scene_at(seed=16, index=0).image).resize((width, height))

@@ -54,6 +54,9 @@ class RenderOptions:
 
     alpha: float = DEFAULT_ALPHA
     colormap: str = DEFAULT_COLORMAP
+    overlays: bool = True
+    """False: only the heatmaps are wanted (the blend, most of the rendering's time, is left
+    out and ``RenderedImage.overlays`` is ``None``)."""
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,15 @@ class RenderedImage:
     """(K, H, W) float32 in [0, 1] at the original resolution."""
     heatmaps: Tensor
     """(K, H, W) uint8: ``maps`` quantised to 8 bits."""
-    overlays: Tensor
-    """(K, H, W, 3) uint8 RGB: the colormapped heatmap blended over the original image."""
+    overlays: Tensor | None
+    """(K, H, W, 3) uint8 RGB: the colormapped heatmap blended over the original image;
+    ``None`` when the render options did not ask for overlays."""
+
+    def require_overlays(self) -> Tensor:
+        """``overlays``, which the caller's render options asked for."""
+        if self.overlays is None:
+            raise ValueError("these maps were rendered without overlays")
+        return self.overlays
 
 
 def validate_alpha(alpha: float) -> float:
@@ -101,11 +111,13 @@ def render(
     alpha: float = DEFAULT_ALPHA,
     colormap: str = DEFAULT_COLORMAP,
     placement: PlacementOf | None = None,
+    overlays: bool = True,
 ) -> list[RenderedImage]:
     """Render maps (B, K, h, w) over ``images``, each (3, H_i, W_i) uint8 on the maps' device.
 
     ``placement`` tells where an image of a given size lies in the model input (the model's
-    resize policy, ``Preprocessing.placement``); without it the maps cover the whole image."""
+    resize policy, ``Preprocessing.placement``); without it the maps cover the whole image.
+    ``overlays=False`` renders the heatmaps only."""
     if layer_maps.dim() != 4 or layer_maps.shape[0] != len(images):
         raise ValueError(
             f"expected maps of shape (B, K, h, w) for {len(images)} images, "
@@ -118,7 +130,9 @@ def render(
     for size, indices in group_by_size(images).items():
         group = positive[indices]
         originals = torch.stack([images[i] for i in indices])
-        images_out = _render_group(group, originals, size, alpha, table, placement=placement)
+        images_out = _render_group(
+            group, originals, size, alpha, table, placement=placement, blend=overlays
+        )
         rendered.update(zip(indices, images_out, strict=True))
     return [rendered[i] for i in range(len(images))]
 
@@ -144,6 +158,7 @@ def render_each(
             alpha=option.alpha,
             colormap=option.colormap,
             placement=placement,
+            overlays=option.overlays,
         )
         rendered.update(zip(indices, group, strict=True))
     return [rendered[i] for i in range(len(images))]
@@ -201,7 +216,7 @@ def _ranks(image: RenderedImage, start: int, end: int) -> RenderedImage:
     return RenderedImage(
         maps=image.maps[start:end],
         heatmaps=image.heatmaps[start:end],
-        overlays=image.overlays[start:end],
+        overlays=None if image.overlays is None else image.overlays[start:end],
     )
 
 
@@ -227,9 +242,13 @@ def _render_group(
     table: Tensor,
     *,
     placement: PlacementOf | None,
+    blend: bool = True,
 ) -> list[RenderedImage]:
     full = upsample_maps(maps, size, placement)
     heatmaps = torch.empty(full.shape, dtype=torch.uint8, device=full.device)
+    if not blend:
+        heatmaps.copy_(_rounded(full * 255))
+        return [RenderedImage(full[i], heatmaps[i], None) for i in range(full.shape[0])]
     overlays = torch.empty((*full.shape, 3), dtype=torch.uint8, device=full.device)
     # Blend in the table's domain: alpha·colour is looked up, (1 − alpha)·original added.
     weighted_colors = table.float().mul_(alpha)

@@ -190,3 +190,18 @@ def test_render_together_equals_rendering_each_set_on_its_own() -> None:
             assert torch.equal(together[key][index].maps, image.maps)
             assert torch.equal(together[key][index].heatmaps, image.heatmaps)
             assert torch.equal(together[key][index].overlays, image.overlays)
+
+
+def test_heatmaps_alone_are_the_heatmaps_of_a_full_rendering() -> None:
+    images = [torch.randint(0, 256, (3, 30 + i, 41), dtype=torch.uint8) for i in range(3)]
+    maps = torch.rand(3, 2, 5, 5)
+    options = [RenderOptions(), RenderOptions(overlays=False), RenderOptions(alpha=0.2)]
+    mixed = render_each(maps, images, options)
+    full = render_each(maps, images, [RenderOptions()] * 3)
+    assert mixed[1].overlays is None
+    assert mixed[0].overlays is not None
+    for got, want in zip(mixed, full, strict=True):
+        assert torch.equal(got.heatmaps, want.heatmaps)
+        assert torch.equal(got.maps, want.maps)
+    with pytest.raises(ValueError, match="without overlays"):
+        mixed[1].require_overlays()
