@@ -54,7 +54,7 @@ def panel(engine: CamEngine, sample: Composite, layer: str, method: str) -> NDAr
     explained = engine.explain_all(
         [image], [method], [target], layers=[layer], options=[RenderOptions(0.5, "jet")]
     )
-    overlay = explained.rendered[(layer, method)][0].overlays[0].numpy().copy()
+    overlay = explained.rendered[(layer, method)][0].require_overlays()[0].numpy().copy()
     x0, y0, x1, y1 = sample.box
     line = max(2, overlay.shape[1] // 200)
     cv2.rectangle(overlay, (x0, y0), (x1 - 1, y1 - 1), (255, 255, 255), line)
