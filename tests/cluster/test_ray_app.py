@@ -354,8 +354,13 @@ def test_autoscaling_adds_a_replica_under_load_and_removes_it_when_idle(
     # update kept that application's autoscaling state, and once (CI, 2026-11-26) no second
     # replica came in 90 s under a load of 125 requests/s.
     serve.delete(APP)
+    # The caches off: the load must reach the replicas. Eight images asked again and again are
+    # answered from the answer cache in about 2 ms, so the replicas would sit idle under it and
+    # their ongoing requests (what the autoscaler counts) stay under the target (CI,
+    # 2026-11-27: a second replica only after 13,094 requests).
     deploy(
         cluster,
+        settings={**SETTINGS, "cache_mb": 0, "pass_cache_mb": 0},
         min_replicas=1,
         max_replicas=2,
         target_ongoing_requests=2,
