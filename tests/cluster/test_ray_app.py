@@ -354,13 +354,17 @@ def test_autoscaling_adds_a_replica_under_load_and_removes_it_when_idle(
     # update kept that application's autoscaling state, and once (CI, 2026-11-26) no second
     # replica came in 90 s under a load of 125 requests/s.
     serve.delete(APP)
-    # The caches off: the load must reach the replicas. Eight images asked again and again are
-    # answered from the answer cache in about 2 ms, so the replicas would sit idle under it and
-    # their ongoing requests (what the autoscaler counts) stay under the target (CI,
-    # 2026-11-27: a second replica only after 13,094 requests).
+    # Ray's proxy sends a request to a replica on its own node while that replica has room
+    # (max_ongoing_requests), so with room for the whole load (the queue size, 64) the added
+    # replica got traffic only when it landed on the proxy's node (CI, 2026-11-27: a second
+    # replica running, none of 13,094 answers from it). Room for 4 of the 8 clients' requests
+    # makes the proxy spill over to the new replica wherever it runs. The caches are off so
+    # that the load is computed by the replicas (eight images asked again and again would be
+    # answered from the answer cache in about 2 ms).
     deploy(
         cluster,
         settings={**SETTINGS, "cache_mb": 0, "pass_cache_mb": 0},
+        max_ongoing_requests=4,
         min_replicas=1,
         max_replicas=2,
         target_ongoing_requests=2,
