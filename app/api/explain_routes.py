@@ -336,11 +336,7 @@ async def _explained_class(
 
 
 async def _base64_if(
-    wanted: bool,
-    service: Service,
-    images: NDArray[np.uint8] | None,
-    rank: int,
-    image_format: str,
+    wanted: bool, service: Service, images: NDArray[np.uint8] | None, rank: int, image_format: str
 ) -> str | None:
     """The ``rank``-th of ``images`` encoded as base64 text when ``wanted``, else ``None``
     (``images`` may be ``None`` only where it is not wanted)."""
