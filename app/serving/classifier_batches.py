@@ -19,10 +19,12 @@ from app.serving.jobs import Job, JobResult
 from app.serving.kept_passes import kept_from, prior_for, stacked
 from app.serving.pass_store import PassStore
 
-__all__ = ["explain_classifier_batch"]
+__all__ = ["Checkpoint", "KeptPasses", "explain_classifier_batch", "explain_jobs"]
 
 Checkpoint = Callable[[Sequence[Job]], Callable[[], None]]
 """The stage-boundary check of a group of jobs (it raises once none still wants its result)."""
+KeptPasses = tuple[PassStore, tuple[str, str]] | None
+"""The pass store and the (model, version) computing, or ``None`` when no pass is kept."""
 
 
 def explain_classifier_batch(
@@ -30,10 +32,9 @@ def explain_classifier_batch(
     jobs: list[Job],
     started: float,
     checkpoint: Checkpoint,
-    passes: tuple[PassStore, tuple[str, str]] | None = None,
+    passes: KeptPasses = None,
 ) -> list[JobResult | BaseException]:
-    """Each job's result; ``passes`` is the store and the (model, version) computing, or
-    ``None`` to keep nothing."""
+    """Each job's result, using and keeping the passes of ``passes`` (``None``: none)."""
     methods = list(dict.fromkeys(method for job in jobs for method in job.methods))
     priors = [_prior(engine, job, methods, passes) for job in jobs]
     fresh = [index for index, prior in enumerate(priors) if prior is None]
@@ -41,11 +42,12 @@ def explain_classifier_batch(
     results: dict[int, JobResult | BaseException] = {}
     if fresh:
         group = [jobs[index] for index in fresh]
-        results |= dict(zip(fresh, _run(engine, group, started, checkpoint, passes), strict=True))
+        answers = explain_jobs(engine, group, started, checkpoint, passes)
+        results |= dict(zip(fresh, answers, strict=True))
     if reused:
         group = [jobs[index] for index in reused]
         prior = stacked([prior for prior in priors if prior is not None], engine.device)
-        answers = _run(engine, group, started, checkpoint, passes, prior=prior)
+        answers = explain_jobs(engine, group, started, checkpoint, passes, prior=prior)
         results |= dict(zip(reused, answers, strict=True))
         if passes is not None:
             passes[0].counted_reuse(len(reused))
@@ -56,7 +58,7 @@ def _prior(
     engine: CamEngine,
     job: Job,
     methods: Sequence[str],
-    passes: tuple[PassStore, tuple[str, str]] | None,
+    passes: KeptPasses,
 ) -> PriorPass | None:
     if passes is None:
         return None
@@ -74,16 +76,17 @@ def _prior(
     )
 
 
-def _run(
+def explain_jobs(
     engine: CamEngine,
     jobs: list[Job],
     started: float,
     checkpoint: Checkpoint,
-    passes: tuple[PassStore, tuple[str, str]] | None,
+    passes: KeptPasses = None,
     *,
     prior: PriorPass | None = None,
 ) -> list[JobResult | BaseException]:
-    """One engine call for ``jobs`` (on ``prior`` when given), then their passes kept."""
+    """One engine call for ``jobs`` (sharing a ``BatchKey``; on ``prior`` when given), each
+    job's own result, then their passes kept in ``passes`` (when given)."""
     key = jobs[0].key
     explained = engine.explain_all(
         [job.image.to(engine.device, non_blocking=True) for job in jobs],
@@ -100,10 +103,8 @@ def _run(
     results = job_results(explained, jobs, started, key.ranks)
     if passes is not None:
         store, model = passes
-        for index, job in enumerate(jobs):
-            kept = kept_from(explained.results, index, key.channel_budget)
-            if kept is not None:
-                store.keep(model, job.pixels, job.caller, kept)
+        for job, kept in zip(jobs, kept_from(explained.results, key.channel_budget), strict=False):
+            store.keep(model, job.pixels, job.caller, kept)
     if prior is None:
         return results
     return [_reused(result) for result in results]

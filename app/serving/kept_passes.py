@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from app.engine.methods import get_method
-from app.engine.results import CamResults, PriorPass
+from app.engine.results import CamResults, CapturedPass, PriorPass
 from app.engine.targets import choose_targets
 
 __all__ = ["KeptPass", "MapKey", "kept_from", "prior_for", "stacked"]
@@ -66,33 +66,56 @@ class KeptPass:
         )
 
 
-def kept_from(results: CamResults, index: int, budget: int | None) -> KeptPass | None:
-    """What image ``index`` of an engine call leaves to keep (``budget``: Score-CAM's channel
-    budget in that call); ``None`` when the call did not say what its pass captured."""
-    captured = results.captured
-    if captured is None:
-        return None
-    classes = captured.targets[index].tolist()
-    gradients = {
-        (layer, target): _copy(gradient[index, rank])
-        for layer, gradient in captured.gradients.items()
-        for rank, target in enumerate(classes)
-    }
-    maps: dict[MapKey, Tensor] = {}
-    for (layer, method), cams in (results.maps | results.fusion_parts).items():
-        if layer not in captured.activations:  # the fused pseudo-layer: fused again from parts
-            continue
-        method_budget = budget if method == SCORE_CAM else None
-        raw = cams.raw_maps[index]
-        owners: list[int | None] = [None] if cams.class_agnostic else classes
-        for rank, target in enumerate(owners):
-            maps[(layer, method, target, method_budget)] = _copy(raw[rank])
-    return KeptPass(
-        _copy(captured.logits[index]),
-        {layer: _copy(activation[index]) for layer, activation in captured.activations.items()},
-        gradients,
-        maps,
-    )
+def kept_from(results: CamResults, budget: int | None) -> list[KeptPass]:
+    """What each image of an engine call leaves to keep, in batch order (``budget``: Score-CAM's
+    channel budget in that call); none when the call did not say what its pass captured."""
+    if results.captured is None:
+        return []
+    batch = _BatchOnCpu.of(results, results.captured)
+    targets = results.captured.targets.tolist()
+    return [batch.image(index, classes, budget) for index, classes in enumerate(targets)]
+
+
+@dataclass(frozen=True)
+class _BatchOnCpu:
+    """An engine call's batch tensors, each moved off the device once (on the CPU already:
+    the tensors themselves; each image's part is cloned out, so nothing keeps the batch)."""
+
+    logits: Tensor
+    activations: dict[str, Tensor]
+    gradients: dict[str, Tensor]
+    maps: list[tuple[str, str, bool, Tensor]]
+    """(layer, method, class-agnostic, raw maps) of the hooked layers (not ``fused``, which is
+    fused again from its parts)."""
+
+    @classmethod
+    def of(cls, results: CamResults, captured: CapturedPass) -> _BatchOnCpu:
+        return cls(
+            _on_cpu(captured.logits),
+            {layer: _on_cpu(tensor) for layer, tensor in captured.activations.items()},
+            {layer: _on_cpu(tensor) for layer, tensor in captured.gradients.items()},
+            [
+                (layer, method, cams.class_agnostic, _on_cpu(cams.raw_maps))
+                for (layer, method), cams in (results.maps | results.fusion_parts).items()
+                if layer in captured.activations
+            ],
+        )
+
+    def image(self, index: int, classes: list[int], budget: int | None) -> KeptPass:
+        """Image ``index``'s pass, its targets ``classes``."""
+        maps: dict[MapKey, Tensor] = {}
+        for layer, method, agnostic, raw in self.maps:
+            owners: list[int | None] = [None] if agnostic else list(classes)
+            method_budget = budget if method == SCORE_CAM else None
+            for rank, target in enumerate(owners):
+                maps[(layer, method, target, method_budget)] = raw[index, rank].clone()
+        gradients = {
+            (layer, target): tensor[index, rank].clone()
+            for layer, tensor in self.gradients.items()
+            for rank, target in enumerate(classes)
+        }
+        activations = {layer: tensor[index].clone() for layer, tensor in self.activations.items()}
+        return KeptPass(self.logits[index].clone(), activations, gradients, maps)
 
 
 def prior_for(
@@ -150,6 +173,7 @@ def stacked(priors: Sequence[PriorPass], device: torch.device) -> PriorPass:
     )
 
 
-def _copy(tensor: Tensor) -> Tensor:
-    """``tensor`` on the CPU, in memory of its own (not a view into the batch)."""
-    return tensor.detach().to("cpu", copy=True)
+def _on_cpu(tensor: Tensor) -> Tensor:
+    """A batch tensor on the CPU (one transfer; on the CPU already, the tensor itself: each
+    image's part is cloned out of it, so nothing keeps the batch alive)."""
+    return tensor.detach().to("cpu")

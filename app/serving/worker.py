@@ -34,8 +34,7 @@ from torch import set_num_threads
 
 from app.engine.images.render import RenderOptions
 from app.engine.models.segmenters import explaining_regions
-from app.serving.classifier_batches import explain_classifier_batch
-from app.serving.classifier_results import job_results
+from app.serving.classifier_batches import KeptPasses, explain_classifier_batch, explain_jobs
 from app.serving.detector_jobs import DetectorExplainer
 from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 from app.serving.jobs import (
@@ -72,9 +71,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-_KeptPasses = tuple[PassStore, tuple[str, str]] | None
-"""The pass store and the (model, version) computing, or ``None`` when no pass is kept."""
 
 
 class BatchingWorker:
@@ -352,36 +348,23 @@ class BatchingWorker:
 
 
 def _explain(
-    engine: Explainer, jobs: list[Job], started: float, passes: _KeptPasses
+    engine: Explainer, jobs: list[Job], started: float, passes: KeptPasses
 ) -> list[JobResult | BaseException]:
     """One engine call for the batch (``engine`` serves every job of it); a classifier's
     batch also uses and keeps the passes of its images (``passes``)."""
-    key = jobs[0].key
-    checkpoint = partial(_abandon_if_unwanted, jobs)
     if isinstance(engine, DetectorExplainer):
-        return engine.results(jobs, started, checkpoint)
+        return engine.results(jobs, started, _checkpoint_of(jobs))
     if not is_segmenter(engine):
         return explain_classifier_batch(engine, jobs, started, _checkpoint_of, passes)
-    prepare_layers(engine, key.layers)
-    methods = list(dict.fromkeys(method for job in jobs for method in job.methods))
+    prepare_layers(engine, jobs[0].key.layers)
     with explaining_regions(engine.model, job_regions(engine, jobs)):
-        explained = engine.explain_all(
-            [job.image.to(engine.device, non_blocking=True) for job in jobs],
-            methods,
-            [job.target for job in jobs],
-            top_k=key.ranks,
-            layers=key.layers,
-            options=[job.render for job in jobs],
-            wanted=[job.methods for job in jobs],
-            checkpoint=checkpoint,
-            channel_budget=key.channel_budget,
-        )
-    results = job_results(explained, jobs, started, key.ranks)
+        results = explain_jobs(engine, jobs, started, _checkpoint_of)
     with_segments(engine, jobs, results)
     return results
 
 
 def _checkpoint_of(jobs: Sequence[Job]) -> Callable[[], None]:
+    """The stage-boundary check of ``jobs``."""
     return partial(_abandon_if_unwanted, jobs)
 
 

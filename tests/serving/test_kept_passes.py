@@ -27,9 +27,9 @@ def kept_of(
     engine: CamEngine, batch: torch.Tensor, methods: list[str], **options: object
 ) -> list[KeptPass]:
     results = engine.compute_all(batch, methods, **options)  # type: ignore[arg-type]
-    kept = [kept_from(results, index, None) for index in range(batch.shape[0])]
-    assert all(pass_ is not None for pass_ in kept)
-    return [pass_ for pass_ in kept if pass_ is not None]
+    kept = kept_from(results, None)
+    assert len(kept) == batch.shape[0]
+    return kept
 
 
 def test_a_prior_pass_gives_exactly_the_maps_of_a_new_pass(engine: CamEngine) -> None:
@@ -48,8 +48,7 @@ def test_a_prior_pass_gives_exactly_the_maps_of_a_new_pass(engine: CamEngine) ->
 def test_what_is_kept_is_a_copy_on_the_cpu_and_counted(engine: CamEngine) -> None:
     batch = inputs(2, count=2)
     results = engine.compute_all(batch, ["gradcam", "eigencam"], top_k=2)
-    kept = kept_from(results, 1, None)
-    assert kept is not None
+    kept = kept_from(results, None)[1]
     assert kept.activations["layer4"].shape == (1, 512, 2, 2)
     classes = results.targets[1].tolist()
     assert set(kept.gradients) == {("layer4", target) for target in classes}
@@ -81,8 +80,7 @@ def test_no_prior_without_the_layer_or_a_targets_gradient(engine: CamEngine) -> 
 def test_score_cam_maps_are_kept_per_channel_budget(engine: CamEngine) -> None:
     batch = inputs(4)
     results = engine.compute_all(batch, ["scorecam"], channel_budget=16)
-    kept = kept_from(results, 0, 16)
-    assert kept is not None
+    (kept,) = kept_from(results, 16)
     target = int(results.targets[0, 0])
     assert set(kept.maps) == {("layer4", "scorecam", target, 16)}
     ask = {"target": None, "ranks": 1, "layers": ["layer4"], "methods": ["scorecam"]}
@@ -128,8 +126,7 @@ def test_fused_maps_from_a_prior_pass_equal_a_new_passes() -> None:
     fusing = CamEngine(model, "layer4", fusion_layers=["layer3", "layer4"])
     batch = inputs(7)
     results = fusing.compute_all(batch, ["gradcam"], top_k=2, layers=["fused"])
-    kept = kept_from(results, 0, None)
-    assert kept is not None
+    (kept,) = kept_from(results, None)
     assert set(kept.activations) == {"layer3", "layer4"}
     assert {key[0] for key in kept.maps} == {"layer3", "layer4"}  # "fused" is fused again
     methods = ["gradcam", "layercam", "eigencam"]
