@@ -321,9 +321,10 @@ async def _explained_class(
         raw_map=maps.layer_maps[rank].tolist() if "raw_map" in included else None,
     )
     # The overlay and the heatmap are encoded side by side in the codec threads.
+    overlay = maps.require_overlays()[rank] if "overlay" in included else None
+    heatmap = maps.heatmaps[rank] if "heatmap" in included else None
     entry.overlay, entry.heatmap = await asyncio.gather(
-        _base64_if("overlay" in included, service, maps.overlays, rank, wanted.format),
-        _base64_if("heatmap" in included, service, maps.heatmaps, rank, "png"),
+        _base64_of(service, overlay, wanted.format), _base64_of(service, heatmap, "png")
     )
     if entry.overlay is not None:
         entry.overlay_media_type = MEDIA_TYPES[wanted.format]
@@ -335,16 +336,11 @@ async def _explained_class(
     return entry
 
 
-async def _base64_if(
-    wanted: bool, service: Service, images: NDArray[np.uint8] | None, rank: int, image_format: str
+async def _base64_of(
+    service: Service, pixels: NDArray[np.uint8] | None, image_format: str
 ) -> str | None:
-    """The ``rank``-th of ``images`` encoded as base64 text when ``wanted``, else ``None``
-    (``images`` may be ``None`` only where it is not wanted)."""
-    if not wanted:
-        return None
-    if images is None:
-        raise ValueError("an image the request asked for was not rendered")
-    return await service.encode_base64(images[rank], image_format)
+    """``pixels`` encoded as base64 text, or ``None`` for an image the request did not ask for."""
+    return None if pixels is None else await service.encode_base64(pixels, image_format)
 
 
 async def _add_regions(

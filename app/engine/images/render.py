@@ -247,7 +247,7 @@ def _render_group(
     full = upsample_maps(maps, size, placement)
     heatmaps = torch.empty(full.shape, dtype=torch.uint8, device=full.device)
     if not blend:
-        heatmaps.copy_(_rounded(full * 255))
+        _quantise_into(full, heatmaps)
         return [RenderedImage(full[i], heatmaps[i], None) for i in range(full.shape[0])]
     overlays = torch.empty((*full.shape, 3), dtype=torch.uint8, device=full.device)
     # Blend in the table's domain: alpha·colour is looked up, (1 − alpha)·original added.
@@ -280,10 +280,15 @@ def _blend_into(
 ) -> None:
     """Quantise normalised ``values`` (..., H, W) into ``heatmaps`` and blend their colours
     over ``weighted_originals`` (broadcastable to (..., H, W, 3)) into ``overlays``."""
-    heatmaps.copy_(_rounded(values * 255))
+    _quantise_into(values, heatmaps)
     colors = weighted_colors.index_select(0, heatmaps.flatten().long())
     blended = colors.view(*heatmaps.shape, 3).add_(weighted_originals)
     overlays.copy_(_rounded(blended))
+
+
+def _quantise_into(values: Tensor, heatmaps: Tensor) -> None:
+    """Normalised ``values`` as 8-bit levels, written into ``heatmaps`` (uint8)."""
+    heatmaps.copy_(_rounded(values * 255))
 
 
 def _rounded(values: Tensor) -> Tensor:
