@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fastapi import Request, Response
 from pydantic import BaseModel
 
+from app.api.auth import caller_of
 from app.serving.answer_cache import (
     AnswerCache,
     AnswerKey,
@@ -46,17 +47,16 @@ class AnswerLookup:
     service: Service
     route: str
     options: dict[str, object]
-    api_key: str | None
+    caller: str
+    """Who asks (``auth.caller_of``: a hash of their key; empty without an API key)."""
     image: str = ""
     """The sha256 of the image's bytes, once read."""
 
     @classmethod
     def of(cls, request: Request, service: Service, params: BaseModel) -> AnswerLookup:
         """The lookup of a request to ``request``'s route with the parsed query ``params``."""
-        api_key = None
-        if service.settings.api_key is not None:
-            api_key = request.headers.get("authorization", "").partition(" ")[2].strip()
-        return cls(service, request.url.path, params.model_dump(mode="json"), api_key)
+        caller = caller_of(request.headers, service.settings.api_key)
+        return cls(service, request.url.path, params.model_dump(mode="json"), caller)
 
     @property
     def cache(self) -> AnswerCache:
@@ -91,7 +91,7 @@ class AnswerLookup:
 
     def _key(self, model: ServedModel) -> AnswerKey:
         identity = (model.name, model.version)
-        return answer_key(self.route, self.image, identity, self.options, self.api_key)
+        return answer_key(self.route, self.image, identity, self.options, self.caller or None)
 
 
 def _replayed(answer: CachedAnswer) -> Response:

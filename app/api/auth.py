@@ -31,12 +31,12 @@ async def require_api_key(request: Request) -> None:
         raise refusal
 
 
-def caller_of(request: Request) -> str:
-    """Who asks: the sha256 of the request's bearer key when the service has an API key, else
-    ``""``; what a caller computed is never handed to another caller."""
-    if request.app.state.settings.api_key is None:
+def caller_of(headers: Headers, api_key: SecretStr | None) -> str:
+    """Who asks: the sha256 of the bearer key in ``headers`` when the service has an
+    ``api_key``, else ``""``; what the caches keep for one caller never answers another."""
+    if api_key is None:
         return ""
-    given = request.headers.get("authorization", "").partition(" ")[2].strip()
+    given = headers.get("authorization", "").partition(" ")[2].strip()
     return hashlib.sha256(given.encode()).hexdigest()
 
 

@@ -34,7 +34,7 @@ async def explain_in_slot(
             deadline=started + service.settings.request_timeout_s,
             disconnected=lambda: _client_gone(request),
             reservation=reservation,
-            caller=caller_of(request),
+            caller=caller_of(request.headers, service.settings.api_key),
         )
     finally:
         service.worker.release(reservation)
