@@ -185,14 +185,11 @@ async function loadModels() {
   state.modelsRequest = request;
   try {
     const listing = await api.models(request.signal);
-    const { models, failed, request_timeout_s: deadline } = listing;
-    state.models = models;
-    state.deadline = deadline;
+    takeListing(listing);
     watch.follow(listing);
     if (fillModels()) forgetPredictions();
-    showFailedModels(ui.failedModels, failed);
     clearError();
-    if (models.length === 0) noModelsYet(failed);
+    if (listing.models.length === 0) noModelsYet(listing.failed);
     else if (!state.file) setStatus('');
   } catch (error) {
     if (!request.signal.aborted) showError(error);
@@ -206,9 +203,7 @@ async function loadModels() {
  */
 function followModels(listing, changes) {
   const chosen = ui.model.value;
-  state.models = listing.models;
-  state.deadline = listing.request_timeout_s;
-  showFailedModels(ui.failedModels, listing.failed);
+  takeListing(listing);
   const news = describeChanges(changes);
   if (news) {
     ui.modelNews.textContent = news;
@@ -225,6 +220,13 @@ function followModels(listing, changes) {
   } else {
     fillModelOptions();
   }
+}
+
+/** Keep what GET /v1/models said: the models, the server's deadline, and the models that failed. */
+function takeListing(listing) {
+  state.models = listing.models;
+  state.deadline = listing.request_timeout_s;
+  showFailedModels(ui.failedModels, listing.failed);
 }
 
 /** The key panel stays folded until the server asks for a key; its summary says if one is set. */
