@@ -135,7 +135,7 @@ class Service:
         if valid.box is not None:
             check_box_inside(valid.box, (image.height, image.width))
         pixels = ""
-        if self.worker.passes is not None and self.worker.passes.enabled:
+        if self._keeps_passes(valid.model):
             pixels = await self.in_pool(pixels_digest, image.pixels)
         score_cam = SCORE_CAM in valid.methods
         job = Job(
@@ -206,6 +206,12 @@ class Service:
                 "(scorecam_channels) or a layer with fewer channels"
             )
         return f"still queued at the {deadline}: the service is busy, retry later"
+
+    def _keeps_passes(self, model: ServedModel) -> bool:
+        """Whether the worker keeps the passes of ``model``'s images (a classifier's only), so
+        that a job needs its pixels' digest."""
+        passes = self.worker.passes
+        return passes is not None and passes.enabled and model.task == "classification"
 
     def _check_score_cam_cost(
         self,
