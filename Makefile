@@ -10,7 +10,7 @@ FO_STAMP := $(FO_VENV)/.installed-stamp
 KS_VENV ?= .venv-kserve
 KS_STAMP := $(KS_VENV)/.installed-stamp
 
-.PHONY: serve test test-threads labelstudio-e2e image-check lint typecheck check clean
+.PHONY: serve test test-threads test-mkl labelstudio-e2e image-check lint typecheck check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "Setting up $(VENV) (first run only, about 2-3 minutes)..."
@@ -66,6 +66,20 @@ THREAD_SHAKE_TESTS := tests/engine tests/api tests/serving tests/quality/test_ev
 test-threads: $(STAMP)
 	CAMSERVE_TEST_THREADS=2 OMP_NUM_THREADS=2 GOMP_SPINCOUNT=10000 \
 		$(BIN)/python -m pytest $(THREAD_SHAKE_TESTS)
+
+# The same tests again under two of MKL's code paths (MKL_CBWR), one run each: MKL picks its
+# kernels by processor and vendor, so an Intel machine with AVX-512 and an AMD one round LAPACK
+# and BLAS calls (Eigen-CAM's SVD among them) differently at the same thread count, which the
+# thread shake cannot show. COMPATIBLE is the path every x86-64 processor takes; AVX2 is a
+# branch that both vendors' current processors run. `make test` itself runs under the branch
+# MKL picks for this processor. The tolerance every such test uses: tests/tolerances.py.
+MKL_BRANCHES ?= COMPATIBLE AVX2
+
+test-mkl: $(STAMP)
+	@set -e; for branch in $(MKL_BRANCHES); do \
+		echo "== MKL_CBWR=$$branch"; \
+		MKL_CBWR=$$branch $(BIN)/python -m pytest -q $(THREAD_SHAKE_TESTS); \
+	done
 
 labelstudio-e2e: $(STAMP) $(LS_STAMP)
 	$(BIN)/python -m tests.harness.labelstudio_e2e --label-studio $(LS_VENV)/bin/label-studio

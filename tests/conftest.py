@@ -24,6 +24,15 @@ from tests.threads import torch_threads_for_tests
 DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 
+def pytest_report_header() -> str:
+    """What decides the rounding of this run: the processor's kernels and MKL's code path
+    (``make test-mkl`` changes it) and the test process's torch threads (``make test-threads``)."""
+    branch = os.environ.get("MKL_CBWR") or "automatic"
+    capability = torch.backends.cpu.get_cpu_capability()
+    threads = torch_threads_for_tests()
+    return f"rounding: ATen CPU capability {capability}, MKL_CBWR {branch}, torch threads {threads}"
+
+
 @pytest.fixture(params=DEVICES)
 def device(request: pytest.FixtureRequest) -> torch.device:
     """Every device this machine has: the CPU, and CUDA when there is a GPU."""

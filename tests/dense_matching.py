@@ -19,6 +19,7 @@ from torch import Tensor
 from torchvision.ops import box_iou
 
 from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
+from tests.tolerances import assert_within
 
 __all__ = [
     "BOX_TOLERANCE",
@@ -74,15 +75,8 @@ def assert_same_detections(
         best_iou, column = max(candidates, default=(0.0, -1))
         assert best_iou >= MATCH_IOU, f"detection {row} (class {label}) has no counterpart"
         matches.append(column)
-    torch.testing.assert_close(
-        boxes.double(), expected_boxes.double()[matches], rtol=0, atol=BOX_TOLERANCE
-    )
-    torch.testing.assert_close(
-        torch.as_tensor(scores).double(),
-        torch.as_tensor(expected_scores).double()[matches],
-        rtol=0,
-        atol=SCORE_TOLERANCE,
-    )
+    assert_within(boxes, expected_boxes[matches], atol=BOX_TOLERANCE)
+    assert_within(scores, torch.as_tensor(expected_scores)[matches], atol=SCORE_TOLERANCE)
     return matches
 
 

@@ -25,6 +25,7 @@ from app.engine.images.colormaps import colormap_table
 from tests.model_folders import reloadable_model
 from tests.support import image_bytes
 from tests.threads import torch_threads_for_servers
+from tests.tolerances import assert_within
 
 READY_TIMEOUT_S = 30.0
 PNG = "image/png"
@@ -146,7 +147,7 @@ def assert_same_explain_body(got: dict[str, Any], want: dict[str, Any], tol: flo
     assert [(p["index"], p["label"]) for p in got["predictions"]] == [
         (p["index"], p["label"]) for p in want["predictions"]
     ]
-    np.testing.assert_allclose(
+    assert_within(
         [p["probability"] for p in got["predictions"]],
         [p["probability"] for p in want["predictions"]],
         atol=tol,
@@ -158,7 +159,7 @@ def assert_same_explain_body(got: dict[str, Any], want: dict[str, Any], tol: flo
         }
         assert abs(mine["probability"] - theirs["probability"]) <= tol
         if theirs.get("raw_map") is not None:
-            np.testing.assert_allclose(mine["raw_map"], theirs["raw_map"], atol=tol)
+            assert_within(mine["raw_map"], theirs["raw_map"], atol=tol)
         heat_diff = np.abs(
             pixels(base64.b64decode(mine["heatmap"])).astype(int)
             - pixels(base64.b64decode(theirs["heatmap"])).astype(int)

@@ -30,6 +30,7 @@ from tests.dense_matching import (
     assert_same_listed,
 )
 from tests.support import DENSE_LABELS, scene_bytes, write_dense_models
+from tests.tolerances import NETWORK
 
 TIMEOUT_S = 120.0
 Request = tuple[dict[str, str], tuple[int, int], int]
@@ -44,7 +45,7 @@ REQUESTS: list[Request] = [
 """Scenes whose detections' scores are decisive (at least 0.01 apart and from 0.5)."""
 GATE_SCENE = ((200, 150), 99)
 """The scene of the first request, which the gate holds in the worker while the others queue."""
-MAP_TOLERANCE = 1e-4
+MAP_TOLERANCE = NETWORK  # the rule of tests/tolerances.py, normalised maps (scale 1)
 """Normalised maps of one request, batched and alone."""
 MASK_PIXELS = 4
 """Pixels whose class may differ between a batch and a pass alone: where two classes' scores lie

@@ -43,9 +43,10 @@ from tests.dense_matching import (
     detection_lists,
 )
 from tests.support import DENSE_LABELS, image_bytes, scene_bytes, write_dense_models
+from tests.tolerances import NETWORK
 
 WIDTH, HEIGHT = 200, 150
-TOLERANCE = 1e-4
+TOLERANCE = NETWORK  # the rule of tests/tolerances.py, at the maps' scale
 EXPLAINED = 2
 """Detections explained where a test asks for fewer than it finds."""
 REGION_CLASS = "square"

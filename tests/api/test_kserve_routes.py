@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -21,10 +20,11 @@ from tests.api.helpers import (
 )
 from tests.rankings import assert_decisive
 from tests.support import image_bytes
+from tests.tolerances import NETWORK, assert_float32_close
 
 IMAGES = [image_bytes(80, 60, seed=1), image_bytes(50, 70, seed=2)]
 PARAMS = {"method": "gradcam,layercam", "top_k": 2}
-PROBABILITY_TOLERANCE = 1e-5
+PROBABILITY_TOLERANCE = NETWORK  # the rule of tests/tolerances.py, probabilities (scale 1)
 """The instances of one request may share a batch, which rounds the logits differently from a
 lone image (by about 1e-6 here, more with other kernels): their probabilities by as much."""
 
@@ -103,10 +103,11 @@ def test_predict_gives_the_same_predictions_as_v1_explain(client: TestClient) ->
     for predictions, want, data in zip(got["predictions"], expected, IMAGES, strict=True):
         assert_decisive_predictions(client, data)
         assert [p["index"] for p in predictions] == [p["index"] for p in want]
-        np.testing.assert_allclose(
+        assert_float32_close(
             [p["probability"] for p in predictions],
             [p["probability"] for p in want],
-            atol=PROBABILITY_TOLERANCE,
+            NETWORK,
+            scale=1.0,
         )
     probabilities = [p["probability"] for p in expected[0]]
     assert probabilities == sorted(probabilities, reverse=True)

@@ -18,6 +18,7 @@ from tests.api.helpers import decode, make_settings, post_image, serving, worker
 from tests.harness.live_server import MetricsSnapshot
 from tests.labeling.image_hosts import Host, elsewhere_routes, host_and_port, running
 from tests.support import TINY_LABELS, image_bytes
+from tests.tolerances import assert_within
 
 WIDTH, HEIGHT = 96, 72
 IMAGE = image_bytes(WIDTH, HEIGHT, seed=7)
@@ -154,7 +155,7 @@ def test_predict_fills_every_control_from_the_cam(client: TestClient) -> None:
         for r in by_control["box"]
     ]
     expected = [(b["x0"], b["y0"], b["x1"], b["y1"]) for b in top["boxes"]]
-    assert np.allclose(boxes, expected, atol=1e-9)
+    assert_within(boxes, expected, atol=1e-9)
     for result in by_control["box"] + by_control["outline"] + by_control["mask"]:
         assert (result["original_width"], result["original_height"]) == (WIDTH, HEIGHT)
         assert result["to_name"] == "photo"

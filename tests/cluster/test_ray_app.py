@@ -46,6 +46,7 @@ from tests.dense_matching import (
 from tests.harness.ray_cluster import LocalRay, local_ray, replica_counts, wait_routed
 from tests.integration.live import LiveServer, live_server
 from tests.support import image_bytes, scene_bytes, write_dense_models
+from tests.tolerances import NETWORK, assert_float32_close, assert_within
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS_DIR = REPO / "models"
@@ -456,8 +457,8 @@ def assert_same_dense_body(got: dict[str, Any], want: dict[str, Any]) -> None:
             theirs.get("detection"),
         )
         if theirs.get("box") is not None:
-            np.testing.assert_allclose(mine["box"], theirs["box"], rtol=0, atol=BOX_TOLERANCE)
-        np.testing.assert_allclose(mine["raw_map"], theirs["raw_map"], atol=1e-4)
+            assert_within(mine["box"], theirs["box"], atol=BOX_TOLERANCE)
+        assert_float32_close(mine["raw_map"], theirs["raw_map"], NETWORK, scale=1.0)
 
 
 def assert_same_segments(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:

@@ -8,7 +8,6 @@ import pytest
 import torch
 from PIL import Image
 from torch import Tensor, nn
-from torch.testing import assert_close
 from torchvision.models import resnet18
 
 from app.engine.engine import CamEngine
@@ -16,6 +15,7 @@ from app.engine.errors import InvalidTargetError, MethodNotApplicableError, Unkn
 from app.engine.hooks import capture_layer, count_hooks
 from app.engine.methods import METHODS
 from tests.engine.models_for_tests import SmallConvNet
+from tests.tolerances import NETWORK, assert_float32_close
 
 GRADIENT_METHODS = [name for name, m in METHODS.items() if m.needs_gradients]
 
@@ -38,8 +38,8 @@ def test_batch_results_equal_single_image_results(
     together = small.compute(batch, method, targets=targets)
     for index, target in enumerate(targets):
         alone = small.compute(batch[index : index + 1], method, targets=[target])
-        assert_close(together.raw_maps[index], alone.raw_maps[0], rtol=1e-4, atol=1e-5)
-        assert_close(together.logits[index], alone.logits[0], rtol=1e-4, atol=1e-5)
+        assert_float32_close(together.raw_maps[index], alone.raw_maps[0], NETWORK)
+        assert_float32_close(together.logits[index], alone.logits[0], NETWORK)
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
@@ -51,7 +51,7 @@ def test_top_k_equals_separate_single_target_runs(
     assert torch.equal(top.targets, expected_targets)
     for rank in range(3):
         single = small.compute(batch, method, targets=top.targets[:, rank])
-        assert_close(top.raw_maps[:, rank], single.raw_maps[:, 0], rtol=1e-4, atol=1e-5)
+        assert_float32_close(top.raw_maps[:, rank], single.raw_maps[:, 0], NETWORK)
 
 
 def test_top_k_without_a_batched_backward_falls_back_to_one_pass_per_rank(
@@ -71,7 +71,7 @@ def test_top_k_without_a_batched_backward_falls_back_to_one_pass_per_rank(
     fallback = small.compute(batch, "gradcam", top_k=3)
     assert batched_calls == [True, False, False, False]
     assert torch.equal(fallback.targets, expected.targets)
-    assert_close(fallback.raw_maps, expected.raw_maps, rtol=1e-4, atol=1e-6)
+    assert_float32_close(fallback.raw_maps, expected.raw_maps, NETWORK)
 
 
 def test_top_k_runs_one_forward_pass(small: CamEngine, batch: Tensor) -> None:
@@ -88,7 +88,7 @@ def test_top_k_runs_one_forward_pass(small: CamEngine, batch: Tensor) -> None:
 def test_default_target_is_the_top_prediction(small: CamEngine, batch: Tensor) -> None:
     cams = small.compute(batch, "gradcam")
     assert cams.targets[:, 0].tolist() == cams.logits.argmax(dim=1).tolist()
-    assert_close(cams.probabilities.sum(dim=1), torch.ones(4, device=small.device))
+    assert_float32_close(cams.probabilities.sum(dim=1), torch.ones(4))
 
 
 def test_explicit_targets_mix_with_top_k_predictions(small: CamEngine, batch: Tensor) -> None:
@@ -196,16 +196,16 @@ def test_in_place_relu_after_the_layer_does_not_alter_the_activation(
     in_place = CamEngine(model, "features.3", device=device).compute(images, "gradcam")
     reference = CamEngine(out_of_place, "features.3", device=device).compute(images, "gradcam")
     assert (in_place.raw_maps < 0).any()  # pre-ReLU maps do have negative parts
-    assert_close(in_place.raw_maps, reference.raw_maps)
+    assert_float32_close(in_place.raw_maps, reference.raw_maps, NETWORK)
 
 
 def test_works_inside_no_grad_and_inference_mode(small: CamEngine, batch: Tensor) -> None:
     expected = small.compute(batch, "gradcam").raw_maps
     with torch.no_grad():
-        assert_close(small.compute(batch, "gradcam").raw_maps, expected)
+        assert_float32_close(small.compute(batch, "gradcam").raw_maps, expected, NETWORK)
     with torch.inference_mode():
         inference_batch = batch.clone()
-        assert_close(small.compute(inference_batch, "gradcam").raw_maps, expected)
+        assert_float32_close(small.compute(inference_batch, "gradcam").raw_maps, expected, NETWORK)
 
 
 def test_flat_maps_give_zeros_not_nan(device: torch.device) -> None:
@@ -221,7 +221,7 @@ def test_flat_maps_give_zeros_not_nan(device: torch.device) -> None:
 def test_cam_equals_grad_cam_on_a_gap_head(small: CamEngine, batch: Tensor) -> None:
     cam = small.compute(batch, "cam", targets=[0, 1, 2, 3])
     grad_cam = small.compute(batch, "gradcam", targets=[0, 1, 2, 3])
-    assert_close(cam.layer_maps, grad_cam.layer_maps, rtol=1e-4, atol=1e-5)
+    assert_float32_close(cam.layer_maps, grad_cam.layer_maps, NETWORK)
 
 
 def test_cam_is_refused_without_a_gap_head(device: torch.device) -> None:
@@ -260,7 +260,9 @@ def test_score_cam_chunking_does_not_change_the_result(device: torch.device) -> 
     expected = one_chunk.compute(images, "scorecam", top_k=2)
     for chunk in (1, 7, 16):
         chunked = CamEngine(model, "features", device=device, score_cam_batch_size=chunk)
-        assert_close(chunked.compute(images, "scorecam", top_k=2).raw_maps, expected.raw_maps)
+        assert_float32_close(
+            chunked.compute(images, "scorecam", top_k=2).raw_maps, expected.raw_maps, NETWORK
+        )
 
 
 def test_explain_renders_each_image_at_its_own_size(small: CamEngine) -> None:

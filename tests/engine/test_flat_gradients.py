@@ -14,6 +14,7 @@ from app.engine.flat_gradients import PROBE_IMAGES
 from app.engine.images.preprocess import Preprocessing
 from app.engine.methods import METHODS
 from tests.engine.models_for_tests import ReluGapNet, RoundingNet
+from tests.tolerances import NETWORK, assert_float32_close
 
 GRADIENT_METHODS = sorted(name for name, m in METHODS.items() if m.needs_gradients)
 OTHER_METHODS = sorted(name for name, m in METHODS.items() if not m.needs_gradients)
@@ -48,7 +49,7 @@ def test_an_image_without_gradient_gets_an_empty_flagged_map_alone_and_batched(
         for method in GRADIENT_METHODS:
             single, batched = alone[("features", method)], together[("features", method)]
             assert single.empty_maps.tolist() == [[index == 0]], method
-            torch.testing.assert_close(single.raw_maps[0], batched.raw_maps[index])
+            assert_float32_close(single.raw_maps[0], batched.raw_maps[index], NETWORK)
 
 
 def test_top_k_flags_each_rank_of_each_image(relu_net: CamEngine) -> None:

@@ -12,6 +12,7 @@ from app.engine.errors import MethodNotApplicableError, UnknownLayerError
 from app.engine.fusion import FUSED_LAYER, fuse_maps
 from app.engine.images.preprocess import Preprocessing
 from tests.engine.models_for_tests import SmallConvNet
+from tests.tolerances import assert_float32_close
 
 FINE, COARSE = "features.1", "features.4"  # 32 × 32 and 16 × 16 on a 32-pixel input
 
@@ -58,7 +59,7 @@ def test_fuse_maps_matches_the_numpy_reference_on_three_grids() -> None:
     for image in range(2):
         for target in range(3):
             expected = _reference_fusion([m[image, target].double().numpy() for m in maps])
-            np.testing.assert_allclose(fused[image, target].numpy(), expected, atol=1e-5)
+            assert_float32_close(fused[image, target], expected)
 
 
 def test_a_flat_layer_map_counts_as_zeros_and_halves_the_other() -> None:
@@ -105,9 +106,7 @@ def test_the_fused_layer_equals_the_reference_over_single_layer_requests(engine:
                     single[(name, method)].raw_maps[image, rank].double().numpy()
                     for single, name in zip(singles, (COARSE, FINE), strict=True)
                 ]
-                np.testing.assert_allclose(
-                    fused.raw_maps[image, rank].numpy(), _reference_fusion(parts), atol=1e-5
-                )
+                assert_float32_close(fused.raw_maps[image, rank], _reference_fusion(parts))
 
 
 def test_single_layer_requests_are_unchanged_by_the_fusion_layers(engine: CamEngine) -> None:

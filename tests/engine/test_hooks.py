@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import Tensor, nn
-from torch.testing import assert_close
 
 from app.engine.errors import UnknownLayerError
 from app.engine.hooks import capture_layer, count_hooks
 from tests.engine.models_for_tests import SmallConvNet
+from tests.tolerances import NETWORK, assert_float32_close
 
 
 class SharedBlockNet(nn.Module):
@@ -52,13 +52,13 @@ def test_records_the_output_and_its_gradient_then_removes_every_hook() -> None:
     assert count_hooks(model) == 0
     assert record.calls == 1
     activation = record.require_activation()
-    assert_close(activation, model.features(images))
+    assert_float32_close(activation, model.features(images), NETWORK)
     assert tensor_hook_count(activation) == 0
     (gradient,) = record.gradients
     # d(sum of class-1 logits)/d(features) through mean pooling: fc weight of class 1 / (H × W)
     expected = model.fc.weight[1].view(1, -1, 1, 1).expand_as(activation) / (8 * 8)
-    assert_close(gradient, expected)
-    assert_close(model(images), logits.detach())  # the network is as it was
+    assert_float32_close(gradient, expected, NETWORK)
+    assert_float32_close(model(images), logits.detach(), NETWORK)  # the network is as it was
 
 
 def test_hooks_are_removed_when_the_block_raises() -> None:
@@ -109,8 +109,10 @@ def test_an_in_place_relu_after_the_layer_leaves_the_recorded_activation_alone()
         logits = model(images)
     activation = record.require_activation()
     assert (activation < 0).any()
-    assert_close(activation, conv(model.features[:3](images)))
-    assert_close(logits.detach(), expected_logits)  # the ReLU still ran on what followed
+    assert_float32_close(activation, conv(model.features[:3](images)), NETWORK)
+    assert_float32_close(
+        logits.detach(), expected_logits, NETWORK
+    )  # the ReLU still ran on what followed
 
 
 def test_without_gradients_the_output_passes_through_untouched() -> None:
@@ -121,8 +123,8 @@ def test_without_gradients_the_output_passes_through_untouched() -> None:
     activation = record.require_activation()
     assert not activation.requires_grad
     assert record.gradients == []
-    assert_close(activation, model.features(images))
-    assert_close(logits, model(images))
+    assert_float32_close(activation, model.features(images), NETWORK)
+    assert_float32_close(logits, model(images), NETWORK)
     assert count_hooks(model) == 0
 
 

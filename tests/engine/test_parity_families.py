@@ -27,12 +27,13 @@ from app.engine.engine import CamEngine
 from app.engine.errors import MethodNotApplicableError
 from app.engine.images.render import normalize_maps
 from tests.harness.cam_peers import PYTORCH_GRAD_CAM
+from tests.tolerances import NETWORK
 
 ARCHITECTURES = ["densenet121", "mobilenet_v3_small", "efficientnet_b0"]
 METHODS = ["cam", "gradcam", "gradcam++", "xgradcam", "hirescam", "layercam", "eigencam"]
 TARGETS = [3, 7]
 SIDE = 96
-TOLERANCE = 1e-4
+TOLERANCE = NETWORK  # the rule of tests/tolerances.py, at the maps' scale
 PEER = PYTORCH_GRAD_CAM
 CAM_APPLIES = {"efficientnet_b0"}  # features → average pooling → (dropout, linear)
 

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from app.engine.engine import CamEngine
 from app.engine.score_cam import plan_masked_passes
 from tests.engine.test_parity import score_cam_by_the_paper
+from tests.tolerances import NETWORK, assert_float32_close, assert_identical
 
 DEAD = 6
 """Channels of the test model's target layer that never fire (their bias is very negative)."""
@@ -56,7 +57,7 @@ def test_flat_channels_share_one_pass_and_the_maps_are_the_papers() -> None:
     engine = CamEngine(model, "features.3", device="cpu", score_cam_batch_size=64)
     counter = PassCounter(engine.model)
     cams = engine.compute(images, "scorecam", targets=targets)
-    torch.testing.assert_close(cams.raw_maps[:, 0], expected, rtol=1e-4, atol=1e-6)
+    assert_float32_close(cams.raw_maps[:, 0], expected, NETWORK)
     # the hooked pass (2 images), the all-zero input (1) and one per live channel (2 x 10)
     assert counter.sizes == [2, 1, 2 * (16 - DEAD)]
 
@@ -84,7 +85,7 @@ def test_a_budget_of_every_live_channel_changes_nothing_and_a_smaller_one_zeroes
     exact = engine.compute_all(images, ["scorecam"], targets=[4])
     same = engine.compute_all(images, ["scorecam"], targets=[4], channel_budget=16 - DEAD)
     key = ("features.3", "scorecam")
-    torch.testing.assert_close(same[key].raw_maps, exact[key].raw_maps, rtol=0, atol=0)
+    assert_identical(same[key].raw_maps, exact[key].raw_maps)
     counter = PassCounter(engine.model)
     budgeted = engine.compute_all(images, ["scorecam"], targets=[4], channel_budget=3)
     assert counter.sizes == [1, 1, 3]
@@ -115,7 +116,7 @@ def test_the_channels_last_layout_changes_the_maps_by_rounding_only() -> None:
     key = ("features.3", "scorecam")
     got = fast.compute_all(images, ["scorecam"], top_k=2)[key].raw_maps
     want = plain.compute_all(images, ["scorecam"], top_k=2)[key].raw_maps
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert_float32_close(got, want, NETWORK)
 
 
 def test_bfloat16_masked_passes_keep_the_map_within_a_few_percent() -> None:

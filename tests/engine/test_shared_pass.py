@@ -5,16 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import Tensor, nn
-from torch.testing import assert_close
 from torchvision.models import mobilenet_v3_small, resnet18
 
 from app.engine.engine import CamEngine, Targets
 from app.engine.hooks import count_hooks
 from app.engine.methods import METHODS
 from tests.engine.models_for_tests import SmallConvNet
+from tests.tolerances import NETWORK, assert_float32_close
 
 ALL = list(METHODS)
-TOLERANCE = 1e-5
 
 
 def _resnet18() -> nn.Module:
@@ -72,8 +71,10 @@ def test_every_method_from_the_shared_pass_equals_the_method_alone(
         assert torch.equal(together.targets, alone.targets)
         expected = alone.raw_maps[:, :1] if together.class_agnostic else alone.raw_maps
         scale = float(expected.abs().max()) or 1.0
-        assert float((together.raw_maps - expected).abs().max()) <= TOLERANCE * scale, method
-        assert_close(together.layer_maps, alone.layer_maps[:, : together.raw_maps.shape[1]])
+        assert_float32_close(together.raw_maps, expected, NETWORK, scale=scale, msg=method)
+        assert_float32_close(
+            together.layer_maps, alone.layer_maps[:, : together.raw_maps.shape[1]], NETWORK
+        )
     assert count_hooks(engine.model) == 0
 
 
@@ -89,7 +90,7 @@ def test_two_layers_in_one_pass_equal_two_single_layer_passes() -> None:
         for method in methods:
             ours, theirs = shared[(layer, method)].raw_maps, single[(layer, method)].raw_maps
             assert ours.shape[-1] == (4 if layer == "layer3" else 2)
-            assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+            assert_float32_close(ours, theirs, NETWORK)
 
 
 def test_a_nested_pair_of_layers_sees_the_same_activation() -> None:
@@ -99,7 +100,9 @@ def test_a_nested_pair_of_layers_sees_the_same_activation() -> None:
     shared = engine.compute_all(
         torch.randn(1, 3, 64, 64), ["gradcam"], layers=["layer4", "layer4.1"]
     )
-    assert_close(shared[("layer4", "gradcam")].raw_maps, shared[("layer4.1", "gradcam")].raw_maps)
+    assert_float32_close(
+        shared[("layer4", "gradcam")].raw_maps, shared[("layer4.1", "gradcam")].raw_maps, NETWORK
+    )
 
 
 def test_eigen_cam_comes_back_once_per_image_whatever_the_number_of_targets() -> None:

@@ -19,6 +19,7 @@ from app.quality.faithfulness import (
     insertion_curve,
 )
 from app.quality.metrics import Box
+from tests.tolerances import assert_float32_close
 
 # --------------------------------------------------------------------------- helpers
 
@@ -69,10 +70,10 @@ def test_a_perfect_map_gives_the_exact_best_curves() -> None:
     image = torch.ones(1, SIDE, SIDE)
     k = np.arange(ONE_POINT_PER_PIXEL)
     fractions, deleted = deletion_curve(image, PERFECT, evidence_fraction, ONE_POINT_PER_PIXEL)
-    np.testing.assert_allclose(fractions, k / 100)
-    np.testing.assert_allclose(deleted, np.maximum(0.0, 1 - k / EVIDENCE_PIXELS))
+    assert_float32_close(fractions, k / 100)
+    assert_float32_close(deleted, np.maximum(0.0, 1 - k / EVIDENCE_PIXELS))
     _, inserted = insertion_curve(image, PERFECT, evidence_fraction, ONE_POINT_PER_PIXEL)
-    np.testing.assert_allclose(inserted, np.minimum(1.0, k / EVIDENCE_PIXELS))
+    assert_float32_close(inserted, np.minimum(1.0, k / EVIDENCE_PIXELS))
     # Deleting the 16 evidence pixels first: a triangle of width 0.16 and height 1.
     assert area_under_curve(fractions, deleted) == pytest.approx(0.08)
     assert area_under_curve(fractions, inserted) == pytest.approx(0.92)
@@ -137,17 +138,17 @@ def test_ties_are_broken_in_raster_order() -> None:
         return batch.sum(dim=(1, 2, 3))
 
     fractions, deleted = deletion_curve(image, flat, total, steps=7)
-    np.testing.assert_allclose(fractions, np.arange(7) / 6)
-    np.testing.assert_allclose(deleted, [21, 20, 18, 15, 11, 6, 0])
+    assert_float32_close(fractions, np.arange(7) / 6)
+    assert_float32_close(deleted, [21, 20, 18, 15, 11, 6, 0])
     _, inserted = insertion_curve(image, flat, total, steps=7)
-    np.testing.assert_allclose(inserted, [0, 1, 3, 6, 10, 15, 21])
+    assert_float32_close(inserted, [0, 1, 3, 6, 10, 15, 21])
 
 
 def test_points_are_spread_evenly_when_pixels_do_not_divide() -> None:
     image = torch.ones(1, 2, 5)
     fractions, scores = deletion_curve(image, np.zeros((2, 5)), whole_image_mean, steps=4)
-    np.testing.assert_allclose(fractions, [0.0, 0.3, 0.6, 1.0])  # 0, 3, 6, 10 of 10 pixels
-    np.testing.assert_allclose(scores, [1.0, 0.7, 0.4, 0.0])
+    assert_float32_close(fractions, [0.0, 0.3, 0.6, 1.0])  # 0, 3, 6, 10 of 10 pixels
+    assert_float32_close(scores, [1.0, 0.7, 0.4, 0.0])
 
 
 def whole_image_mean(batch: torch.Tensor) -> torch.Tensor:

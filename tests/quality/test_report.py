@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from app.quality.report import (
     markdown_table,
     write_report,
 )
+from tests.tolerances import float32_approx
 
 CLASSES = ["red", "green", "blue"]
 
@@ -77,7 +77,7 @@ def test_write_report_writes_markdown_csv_and_a_chart(tmp_path: Path) -> None:
         table = list(csv.reader(file))
     assert tuple(table[0]) == REPORT_COLUMNS
     assert table[1][:3] == ["gradcam", "layer4", "4"]
-    assert math.isclose(float(table[1][REPORT_COLUMNS.index("deletion_auc")]), 0.1)
+    assert float(table[1][REPORT_COLUMNS.index("deletion_auc")]) == float32_approx(0.1)
     assert table[2][REPORT_COLUMNS.index("pointing_game")] == ""
 
     with Image.open(paths["chart"]) as chart:

@@ -31,6 +31,7 @@ from app.serving.worker import (
 )
 from tests.engine.models_for_tests import ReluGapNet, SmallConvNet
 from tests.threads import torch_threads_for_servers
+from tests.tolerances import NETWORK, assert_float32_close
 
 T = TypeVar("T")
 
@@ -215,13 +216,12 @@ def test_each_job_gets_exactly_its_own_result(method: str, ranks: int) -> None:
         entries = 1 if method == "eigencam" else ranks  # Eigen-CAM is class-agnostic: once
         assert maps.class_agnostic == (method == "eigencam")
         assert maps.layer_maps.shape == tuple(alone.layer_maps[0, :entries].shape)
-        np.testing.assert_allclose(
-            maps.layer_maps, alone.layer_maps[0, :entries].numpy(), atol=1e-5
-        )
-        np.testing.assert_allclose(
+        assert_float32_close(maps.layer_maps, alone.layer_maps[0, :entries], NETWORK)
+        assert_float32_close(
             answer.target_probabilities,
-            alone.probabilities.gather(1, alone.targets)[0].numpy(),
-            atol=1e-5,
+            alone.probabilities.gather(1, alone.targets)[0],
+            NETWORK,
+            scale=1.0,
         )
         assert maps.overlays.shape == (entries, height, width, 3)
         assert maps.heatmaps.shape == (entries, height, width)
@@ -235,8 +235,8 @@ def test_each_job_gets_exactly_its_own_result(method: str, ranks: int) -> None:
         assert heatmap_diff.max() <= 1
         expected_top = alone.probabilities[0].topk(min(PREDICTIONS, alone.logits.shape[1]))
         assert [index for index, _ in answer.predictions] == expected_top.indices.tolist()
-        np.testing.assert_allclose(
-            [p for _, p in answer.predictions], expected_top.values.numpy(), atol=1e-5
+        assert_float32_close(
+            [p for _, p in answer.predictions], expected_top.values, NETWORK, scale=1.0
         )
     assert count_hooks(engine.model) == 0
 
@@ -336,9 +336,7 @@ def test_jobs_for_different_methods_share_one_batch_and_get_only_their_methods()
         for maps in answer.maps:
             alone = engine.compute(batch, maps.method, top_k=2)
             entries = 1 if maps.class_agnostic else 2
-            np.testing.assert_allclose(
-                maps.layer_maps, alone.layer_maps[0, :entries].numpy(), atol=1e-5
-            )
+            assert_float32_close(maps.layer_maps, alone.layer_maps[0, :entries], NETWORK)
 
 
 def test_batches_stop_at_max_batch_size() -> None:

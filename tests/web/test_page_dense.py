@@ -26,6 +26,7 @@ from playwright.sync_api import expect
 from tests.dense_matching import SCORE_TOLERANCE, assert_largest_area_decisive
 from tests.integration.live import LiveServer, live_server
 from tests.support import scene_bytes, write_dense_models, write_test_models
+from tests.tolerances import assert_within
 from tests.web.pages import PHONE, WebPage, expected_overlay, heatmap_of, rgb_of
 
 pytestmark = pytest.mark.slow
@@ -126,7 +127,7 @@ def test_a_detector_draws_each_detection_with_its_label_and_score(
     assert [box["selected"] for box in boxes] == [True, False, False], "the best one is chosen"
     for box, detection in zip(boxes, shown, strict=True):
         expected = [detection[key] for key in ("x0", "y0", "x1", "y1")]
-        assert np.allclose(box["place"], expected, atol=0.5), (box, detection)
+        assert_within(box["place"], expected, atol=0.5, msg=f"{box} {detection}")
     buttons = web.page.locator("#detections button")
     expect(buttons).to_have_count(DRAWN)
     assert [" ".join(text.split()) for text in buttons.all_inner_texts()] == [

@@ -8,7 +8,6 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from torch.testing import assert_close
 
 from app.engine.errors import ExplanationError
 from app.engine.images.colormaps import COLORMAPS, colormap_table
@@ -22,12 +21,13 @@ from app.engine.images.render import (
     render_together,
     upsample_maps,
 )
+from tests.tolerances import assert_float32_close
 
 
 def test_normalize_spans_zero_to_one_per_map() -> None:
     maps = torch.tensor([[[[1.0, 3.0], [5.0, 9.0]], [[-2.0, 0.0], [2.0, 2.0]]]])
     expected = torch.tensor([[[[0.0, 0.25], [0.5, 1.0]], [[0.0, 0.5], [1.0, 1.0]]]])
-    assert_close(normalize_maps(maps), expected)
+    assert_float32_close(normalize_maps(maps), expected)
 
 
 @pytest.mark.parametrize("value", [0.0, 3.5, -7.0, 1e-30])

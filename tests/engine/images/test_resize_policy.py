@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
-from torch.testing import assert_close
 from torchvision.transforms.v2 import functional as TF  # noqa: N812
 
 from app.engine.images.preprocess import Preprocessing
@@ -17,6 +16,7 @@ from app.engine.images.resize_policy import (
     place_maps,
     placement_for,
 )
+from tests.tolerances import assert_float32_close, assert_within
 
 STRETCH, LETTERBOX, SHORTER = (
     ResizePolicy.STRETCH,
@@ -49,7 +49,7 @@ def test_shorter_side_input_is_torchvisions_resize_and_centre_crop() -> None:
     placement = placement_for(SHORTER, (300, 400), (224, 224))
     ours = fit_to_input(image, placement, fill=torch.zeros(3))
     expected = TF.center_crop(TF.resize(image, [256], antialias=True), [224, 224])
-    assert torch.allclose(ours, expected, atol=1e-6)
+    assert_float32_close(ours, expected, scale=1.0)
 
 
 def test_letterbox_pads_with_the_fill_around_the_resized_image() -> None:
@@ -77,7 +77,7 @@ def test_stretch_maps_come_back_as_interpolate_gives_them() -> None:
     maps = torch.rand(2, 3, 7, 7)
     placement = placement_for(STRETCH, (50, 90), (224, 224))
     expected = F.interpolate(maps, size=(50, 90), mode="bilinear", align_corners=False)
-    assert_close(place_maps(maps, placement), expected, rtol=0, atol=1e-6)
+    assert_float32_close(place_maps(maps, placement), expected, scale=1.0)
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_each_pixel_reads_the_map_at_its_own_centre(
         expected = own.expand(*image_size)
         checked = visible & (between.view(-1, 1) if axis == 0 else between.view(1, -1))
         assert int(between.sum()) > image_size[axis] // 3
-        assert torch.allclose(back[checked], expected[checked], atol=1e-9), axis
+        assert_within(back[checked], expected[checked], atol=1e-9, msg=str(axis))
 
 
 def test_letterbox_padding_never_reaches_the_image() -> None:

@@ -18,6 +18,7 @@ from app.engine.hooks import count_hooks
 from app.engine.images.preprocess import Preprocessing
 from app.engine.models.tokens import logits_of
 from tests.engine.source_models import tiny_hf_convnext
+from tests.tolerances import NETWORK, assert_float32_close
 
 TARGETS = [[1, 4], [3, 0]]
 
@@ -93,13 +94,13 @@ def test_cam_folds_the_head_layer_norm_exactly(name: str) -> None:
     expected = _folded_cam_float64(head, _layer_output(head, images), targets)
     scale = float(expected.abs().max())
     assert scale > 0
-    assert float((maps - expected).abs().max()) <= 1e-4 * scale
+    assert_float32_close(maps, expected, NETWORK, scale=scale)
     with torch.no_grad():
         logits = logits_of(head.model(images))
     assert isinstance(logits, Tensor)
     constants = head.linear.weight @ head.norm.bias + head.linear.bias
     explained = logits.double().gather(1, targets) - constants.double()[targets]
-    assert torch.allclose(maps.mean(dim=(2, 3)), explained, rtol=1e-4, atol=1e-4 * scale)
+    assert_float32_close(maps.mean(dim=(2, 3)), explained, NETWORK, scale=scale)
     assert count_hooks(engine.model) == 0
 
 

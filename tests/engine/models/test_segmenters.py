@@ -25,12 +25,13 @@ from app.engine.models.segmenters import (
 from app.quality.dense_training import SEGMENTER_INPUT, segmenter_batch
 from tests.engine.dense_models import SEGMENTER_LAYER, segmenter
 from tests.support import held_out_scenes
+from tests.tolerances import NETWORK, assert_float32_close
 
 __all__: list[str] = []
 
 SIZE = SEGMENTER_INPUT
 LAYER = SEGMENTER_LAYER
-TOLERANCE = 1e-4
+TOLERANCE = NETWORK  # the rule of tests/tolerances.py, at the maps' scale
 
 
 class OutOnly(nn.Module):
@@ -66,7 +67,7 @@ def test_scores_are_each_class_summed_over_its_predicted_mask(
     for image in range(len(inputs)):
         for label in range(scores.shape[1]):
             expected = scores[image, label][winners[image] == label].sum()
-            assert torch.allclose(sums[image, label], expected, rtol=1e-5, atol=1e-5)
+            assert_float32_close(sums[image, label], expected, NETWORK)
     assert int(class_areas(scores).sum()) == len(inputs) * SIZE * SIZE
 
 
@@ -180,4 +181,4 @@ def test_a_fresh_engine_leaves_the_scores_of_the_requests_own_pass(inputs: Tenso
     with torch.no_grad():
         expected = wrapped.scores(inputs)
     assert wrapped.last_scores is not None
-    torch.testing.assert_close(wrapped.last_scores, expected, rtol=0, atol=1e-5)
+    assert_float32_close(wrapped.last_scores, expected, NETWORK)

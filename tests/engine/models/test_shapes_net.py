@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
-from torch.testing import assert_close
 
 from app.engine.engine import CamEngine
 from app.engine.models.registry import build_model, default_layer
 from app.engine.models.shapes_net import SHAPES_NET, ShapesNet
+from tests.tolerances import NETWORK, assert_float32_close
 
 
 def test_logits_and_the_layer4_map_resolution() -> None:
@@ -29,4 +29,4 @@ def test_registered_with_layer4_as_default_and_cam_is_exact() -> None:
     images = torch.randn(3, 3, 64, 64)
     cam = engine.compute(images, "cam", targets=[0, 2, 4])
     grad_cam = engine.compute(images, "gradcam", targets=[0, 2, 4])
-    assert_close(cam.layer_maps, grad_cam.layer_maps, rtol=1e-4, atol=1e-5)
+    assert_float32_close(cam.layer_maps, grad_cam.layer_maps, NETWORK)

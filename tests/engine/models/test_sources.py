@@ -33,6 +33,7 @@ from tests.engine.source_models import (
     tiny_hf_resnet,
     tiny_hf_vit,
 )
+from tests.tolerances import NETWORK, assert_float32_close
 
 TIMM_VIT = "vit_tiny_patch16_224"
 
@@ -172,7 +173,7 @@ def test_huggingface_folder_brings_labels_preprocessing_and_weights(tmp_path: Pa
     assert loaded.preprocessing.interpolation == "bilinear"
     probe = torch.randn(1, 3, 32, 32)
     with torch.no_grad():
-        assert torch.allclose(loaded.module(probe).logits, model(probe).logits, atol=1e-6)
+        assert_float32_close(loaded.module(probe).logits, model(probe).logits, NETWORK)
 
 
 def test_huggingface_checkpoint_and_random_weights_use_the_folder_config(tmp_path: Path) -> None:
@@ -187,7 +188,7 @@ def test_huggingface_checkpoint_and_random_weights_use_the_folder_config(tmp_pat
     )
     probe = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
-        assert torch.allclose(loaded.module(probe).logits, model(probe).logits, atol=1e-6)
+        assert_float32_close(loaded.module(probe).logits, model(probe).logits, NETWORK)
     assert loaded.layer == "resnet.encoder.stages.3"
     fresh = load(
         tmp_path,
@@ -219,7 +220,7 @@ def test_cam_works_on_pooled_heads_and_is_refused_on_a_class_token(tmp_path: Pat
     cam = resnet.compute(images, "cam", targets=[1, 2]).layer_maps
     gradcam = resnet.compute(images, "gradcam", targets=[1, 2]).layer_maps
     assert float(cam.std()) > 0.05
-    assert torch.allclose(cam, gradcam, atol=1e-5)  # GAP + linear: CAM is Grad-CAM
+    assert_float32_close(cam, gradcam, NETWORK)  # GAP + linear: CAM is Grad-CAM
     save_hf_folder(tiny_hf_vit(), tmp_path / "vit")
     vit = CamEngine.from_loaded(
         load(tmp_path, 'name = "v"\nsource = "huggingface"\narchitecture = "vit"\n'),

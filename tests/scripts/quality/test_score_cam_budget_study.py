@@ -23,6 +23,7 @@ from scripts.quality.score_cam_budget_study import (
     subject,
     table,
 )
+from tests.tolerances import NETWORK, assert_float32_close
 
 LAYER = "blocks.1"
 CHANNELS = 24
@@ -93,7 +94,7 @@ def test_fused_from_its_layers_maps_is_the_engines_fused_map(engine: CamEngine) 
         layers=[FUSED_LAYER],
         channel_budget=SMALL,
     )
-    torch.testing.assert_close(ours, results[(FUSED_LAYER, METHOD)].raw_maps, atol=1e-6, rtol=0)
+    assert_float32_close(ours, results[(FUSED_LAYER, METHOD)].raw_maps, NETWORK)
 
 
 def test_the_plan_keeps_budgets_below_the_largest_count() -> None:
