@@ -96,6 +96,12 @@ class Settings(BaseSettings):
         description="Megabytes of kept passes (activations, gradients and maps per image), so "
         "another method, class or drawing of the same image runs no new pass; 0 keeps none.",
     )
+    upload_cache_mb: float = Field(
+        64,
+        ge=0,
+        description="Megabytes of decoded uploads kept by the sha256 of their bytes, so the "
+        "same file sent again is neither decoded nor hashed again; 0 keeps none.",
+    )
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated origins allowed by CORS."
     )

@@ -4,9 +4,9 @@ A real ``python -m app serve`` on 127.0.0.1 serves one model at a time with both
 repository's default model (``models/efficientnet_lite0.toml``, its real weights), then a
 torchvision ResNet-50 (random weights, written to a temporary models folder: the time of a pass
 does not depend on the weights' values). For each route (``/v1/cam``, ``/v1/explain``) and each
-of ``--requests`` distinct 640 x 480 JPEGs (crops of the page's sample photos; with
-``--noise``, random pixels: the worst case for PNG, whose overlays then barely compress), one
-request at a time:
+of ``--requests`` distinct 640 x 480 JPEGs (crops of the page's sample photos; with ``--images
+foreign``, of photos the page does not ship; with ``--images noise``, random pixels: the worst
+case for PNG, whose overlays then barely compress), one request at a time:
 
 1. the first request (Grad-CAM): computed, a cache miss;
 2. the same request again: an answer cache hit;
@@ -23,6 +23,7 @@ Usage::
 
     python -m benchmarks.answer_cache               # from the repository root, 20 images
     python -m benchmarks.answer_cache --requests 50 --models resnet50
+    python -m benchmarks.answer_cache --images foreign --requests 16
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import httpx
 
 from app.config import DEFAULT_MODELS_DIR
 from tests.harness.live_server import ServerProcess, camserve_environment, running, start_camserve
-from tests.support import image_bytes, photo_bytes
+from tests.support import foreign_photos, image_bytes, photo_bytes
 
 ROUTES = ("/v1/cam", "/v1/explain")
 START_TIMEOUT_S = 300.0
@@ -62,14 +63,21 @@ RESNET50_MANIFEST = (
 
 
 @contextmanager
-def served(model: str, device: str, work: Path) -> Iterator[ServerProcess]:
-    """A server of ``model`` with the answer cache and the kept passes on."""
+def served(model: str, device: str, work: Path, upload_cache_mb: float) -> Iterator[ServerProcess]:
+    """A server of ``model`` with the answer cache and the kept passes on, and decoded uploads
+    kept in ``upload_cache_mb`` megabytes."""
     folder = Path(DEFAULT_MODELS_DIR).resolve()
     if model == "resnet50":
         folder = work / "models"
         folder.mkdir()
         (folder / "resnet50.toml").write_text(RESNET50_MANIFEST)
-    settings = {"models": model, "device": device, "cache_mb": 256, "pass_cache_mb": 256}
+    settings = {
+        "models": model,
+        "device": device,
+        "cache_mb": 256,
+        "pass_cache_mb": 256,
+        "upload_cache_mb": upload_cache_mb,
+    }
     server = start_camserve(camserve_environment(folder, settings), work, name=model)
     with running(server, "/readyz", start_timeout_s=START_TIMEOUT_S):
         yield server
@@ -97,9 +105,13 @@ def timed(
     return seconds
 
 
-def distinct_image(index: int, noise: bool) -> bytes:
-    """The ``index``-th 640 x 480 JPEG: a photo crop, or random pixels."""
-    return image_bytes(640, 480, "JPEG", seed=index) if noise else photo_bytes(index)
+def distinct_image(index: int, images: str) -> bytes:
+    """The ``index``-th 640 x 480 JPEG of ``images``: a crop of the page's sample photos
+    (``samples``), of photos the page does not ship (``foreign``), or random pixels
+    (``noise``)."""
+    if images == "noise":
+        return image_bytes(640, 480, "JPEG", seed=index)
+    return photo_bytes(index, photos=foreign_photos() if images == "foreign" else None)
 
 
 def measure(
@@ -136,22 +148,30 @@ def main() -> None:
     parser.add_argument(
         "--models", nargs="+", default=["efficientnet_lite0", "resnet50"], metavar="MODEL"
     )
-    parser.add_argument("--noise", action="store_true", help="random-pixel images")
+    parser.add_argument(
+        "--images",
+        choices=["samples", "foreign", "noise"],
+        default="samples",
+        help="crops of the page's sample photos, of photos it does not ship, or random pixels",
+    )
+    parser.add_argument(
+        "--upload-cache-mb", type=float, default=64, help="0: decode every upload again"
+    )
     options = parser.parse_args()
     print(f"{platform.platform()}, {os.cpu_count()} CPUs, python {platform.python_version()}")
     print(f"{'model':<19} {'route':<12} {'step':<9} {'p50 ms':>9} {'p90 ms':>9} {'of first':>10}")
     for model in options.models:
         with (
             tempfile.TemporaryDirectory() as work,
-            served(model, options.device, Path(work)) as server,
+            served(model, options.device, Path(work), options.upload_cache_mb) as server,
             httpx.Client() as client,
         ):
             for warm in range(2):  # the first requests of a process are slower
-                measure(client, server, "/v1/explain", [distinct_image(990 + warm, False)])
+                measure(client, server, "/v1/explain", [distinct_image(990 + warm, "samples")])
             for offset, route in enumerate(ROUTES):
                 first = 1000 * offset  # each route gets images of its own (no answer is kept)
                 images = [
-                    distinct_image(first + index, options.noise)
+                    distinct_image(first + index, options.images)
                     for index in range(options.requests)
                 ]
                 report(model, route, measure(client, server, route, images))

@@ -4,7 +4,7 @@ classifiers; camserve's trained shape detector and segmenter), and images for th
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,11 +121,28 @@ SAMPLE_PHOTOS = (
 """The page's sample photos (free licences, see their NOTICE)."""
 
 
-def photo_bytes(index: int, width: int = 640, height: int = 480) -> bytes:
-    """A JPEG of ``width`` × ``height`` cut from one of the sample photos: the ``index``-th
-    (in turn, each at its own random crop of 60 % or more of each side), so that every index
-    gives another image with a real photo's detail."""
-    paths = sorted(SAMPLE_PHOTOS.glob("*.jpg"))
+def foreign_photos() -> list[Path]:
+    """Colour photos that ship with scikit-image and matplotlib but not among the page's
+    samples (a street, a telescope's field, a retina, a stained tissue, a gift pack): a set that
+    camserve's own numbers were not tuned on."""
+    import matplotlib  # noqa: PLC0415 (only the benchmarks need these folders)
+    import skimage.data  # noqa: PLC0415
+
+    skimage_data = Path(skimage.data.__file__).parent
+    matplotlib_data = Path(matplotlib.get_data_path()) / "sample_data"
+    names = ["motorcycle_left.png", "hubble_deep_field.jpg", "retina.jpg", "ihc.png"]
+    return [skimage_data / name for name in names] + [
+        matplotlib_data / "Minduka_Present_Blue_Pack.png"
+    ]
+
+
+def photo_bytes(
+    index: int, width: int = 640, height: int = 480, photos: Sequence[Path] | None = None
+) -> bytes:
+    """A JPEG of ``width`` × ``height`` cut from one of ``photos`` (the page's sample photos
+    unless given): the ``index``-th (in turn, each at its own random crop of 60 % or more of
+    each side), so that every index gives another image with a real photo's detail."""
+    paths = sorted(SAMPLE_PHOTOS.glob("*.jpg")) if photos is None else list(photos)
     rng = np.random.default_rng(index)
     with Image.open(paths[index % len(paths)]) as opened:
         photo = opened.convert("RGB")

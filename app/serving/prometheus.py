@@ -92,6 +92,12 @@ class Metrics:
         self.pass_bytes = Gauge(
             "camserve_pass_bytes", "Bytes the kept passes hold.", registry=self.registry
         )
+        self.upload_reuses = Counter(
+            "camserve_upload_reuses",
+            "Uploads neither decoded nor hashed again: the same file's bytes were decoded "
+            "before (CAMSERVE_UPLOAD_CACHE_MB).",
+            registry=self.registry,
+        )
         self.gpu_memory = Gauge(
             "camserve_gpu_memory_bytes",
             "CUDA memory allocated by the worker's device.",

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from app.config import Settings
 from app.engine.models.devices import resolve_device
 from app.serving.answer_cache import AnswerCache
+from app.serving.decoded_uploads import DecodedUploads
 from app.serving.model_control import ModelControl
 from app.serving.pass_store import PassStore
 from app.serving.prometheus import Metrics
@@ -67,7 +68,8 @@ def build_service(
     )
     answers = AnswerCache(round(settings.cache_mb * 1024 * 1024), metrics)
     control = ModelControl(settings, hub, worker, on_change=_forgetting(answers, passes))
-    return Service(settings, hub, worker, metrics, codecs, control, answers)
+    uploads = DecodedUploads(round(settings.upload_cache_mb * 1024 * 1024), metrics)
+    return Service(settings, hub, worker, metrics, codecs, control, answers, uploads)
 
 
 def _forgetting(answers: AnswerCache, passes: PassStore) -> Callable[[str], None]:

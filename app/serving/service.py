@@ -27,6 +27,7 @@ from app.engine.images.imaging import DecodedImage, decode_image, encode_image
 from app.engine.images.render import validate_alpha
 from app.engine.methods import get_method
 from app.serving.answer_cache import AnswerCache
+from app.serving.decoded_uploads import DecodedUpload, DecodedUploads
 from app.serving.errors import DeadlineExceededError, OverDeadlineError, ShuttingDownError
 from app.serving.model_control import ModelControl
 from app.serving.pass_store import pixels_digest
@@ -81,6 +82,8 @@ class Service:
     """Loads, reloads and unloads models while the service runs (``model_control``)."""
     answers: AnswerCache
     """Finished answers of identical requests (``answer_cache``)."""
+    uploads: DecodedUploads
+    """Files decoded before, found by their bytes (``decoded_uploads``)."""
 
     def validate(self, wanted: ExplainRequest) -> ValidRequest:
         """Check the parameters against the served model before any image byte is read."""
@@ -131,12 +134,9 @@ class Service:
         """Decode ``data``, queue one job for every method and layer, and wait for it (in the
         queue slot ``reservation`` holds, when given); ``caller`` names who asks (a hash of
         their key), whose kept passes only the job may use."""
-        image = await self.in_pool(decode_image, data, max_pixels=self.settings.max_pixels)
+        image, pixels = await self._decoded(data, with_digest=self._keeps_passes(valid.model))
         if valid.box is not None:
             check_box_inside(valid.box, (image.height, image.width))
-        pixels = ""
-        if self._keeps_passes(valid.model):
-            pixels = await self.in_pool(pixels_digest, image.pixels)
         score_cam = SCORE_CAM in valid.methods
         job = Job(
             key=BatchKey(
@@ -161,6 +161,22 @@ class Service:
         self.worker.submit([job], reservation)
         (result,) = await self._wait([job], deadline, disconnected)
         return Outcome(result.model or valid.model, valid.layers, valid.methods, image, result)
+
+    async def _decoded(self, data: bytes, *, with_digest: bool) -> tuple[DecodedImage, str]:
+        """The upload's pixels and, when ``with_digest``, their digest: kept from an earlier
+        upload of the same bytes, or decoded (and hashed) in the codec pool now."""
+        key = self.uploads.key(data) if self.uploads.enabled else ""
+        kept = self.uploads.find(key) if key else None
+        if kept is not None and (kept.pixels or not with_digest):
+            return kept.image, kept.pixels
+        image = kept.image if kept is not None else await self._decode(data)
+        pixels = await self.in_pool(pixels_digest, image.pixels) if with_digest else ""
+        if key:
+            self.uploads.keep(key, DecodedUpload(image, pixels))
+        return image, pixels
+
+    async def _decode(self, data: bytes) -> DecodedImage:
+        return await self.in_pool(decode_image, data, max_pixels=self.settings.max_pixels)
 
     async def _wait(
         self,
