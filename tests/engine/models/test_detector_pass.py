@@ -12,6 +12,7 @@ import torch
 import torchvision
 from pytorch_grad_cam.utils.model_targets import FasterRCNNBoxScoreTarget
 from torch import Tensor, nn
+from torchvision.ops import box_iou
 
 from app.engine.errors import MethodNotApplicableError
 from app.engine.models.detector_pass import DetectorPass, box_score_gradients, run_detector
@@ -43,14 +44,19 @@ def naive_gradients(
     model: nn.Module, run: DetectorPass, box: Tensor, label: Tensor
 ) -> dict[str, Tensor]:
     """pytorch-grad-cam's route: the box head over every proposal, torchvision's own
-    post-processing, its ``FasterRCNNBoxScoreTarget``, one backward."""
+    post-processing, its ``FasterRCNNBoxScoreTarget``, one backward. The target box is this
+    forward's own box of the detection (the one ``box`` overlaps most), as when pytorch-grad-cam
+    is given the boxes of the same model's forward: its IoU with itself is then exactly 1, where
+    the IoU has no slope. Another pass's box (``box`` itself) can differ from it in the last
+    bit on another BLAS code path, and the IoU's slope on that side of the maximum would count."""
     features = OrderedDict(
         (key, value.detach().clone().requires_grad_(True)) for key, value in run.features.items()
     )
     with torch.enable_grad():
         found, _ = model.roi_heads(features, run.proposals, run.image_sizes)
         found = model.transform.postprocess(found, run.image_sizes, run.original_sizes)
-        score = FasterRCNNBoxScoreTarget([label], [box])(found[0])
+        own = found[0]["boxes"][box_iou(box[None], found[0]["boxes"]).argmax()].detach()
+        score = FasterRCNNBoxScoreTarget([label], [own])(found[0])
         gradients = torch.autograd.grad(score.sum(), list(features.values()), allow_unused=True)
     return {
         key: torch.zeros_like(features[key]) if grad is None else grad
