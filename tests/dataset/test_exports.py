@@ -22,6 +22,7 @@ from app.dataset.cvat_annotations import cvat_annotations
 from app.dataset.explained import ExplainOptions, explain_pixels
 from app.dataset.fiftyone_samples import fiftyone_dataset
 from app.dataset.label_studio_tasks import TaskOptions, label_studio_tasks
+from app.dataset.local_files import TaskImagePaths
 from app.dataset.rows import ImageInfo, RowOptions, error_row, explanation_rows, rows_table
 from app.dataset.stored import StoredImage, read_images
 from app.engine.engine import CamEngine
@@ -86,7 +87,8 @@ def test_stored_images_hold_every_row(images: list[StoredImage]) -> None:
 def test_label_studio_tasks_carry_each_region_as_a_rectangle(
     output: Path, images: list[StoredImage]
 ) -> None:
-    tasks = label_studio_tasks(images, TaskOptions(image_prefix="/data/local-files/?d="))
+    paths = TaskImagePaths("/data/local-files/?d=", Path("/data"))
+    tasks = label_studio_tasks(images, TaskOptions(image_paths=paths))
     assert [task["data"]["camserve_id"] for task in tasks] == ["s/0.png", "s/1.png", "s/2.png"]
     expected: dict[str, list[dict[str, Any]]] = {}
     for row in gradcam_rows(output):
@@ -95,7 +97,7 @@ def test_label_studio_tasks_carry_each_region_as_a_rectangle(
         )
     for task in tasks:
         image_id = task["data"]["camserve_id"]
-        assert task["data"]["image"] == f"/data/local-files/?d=/data/{image_id}"
+        assert task["data"]["image"] == f"/data/local-files/?d={image_id}"
         by_method = {p["model_version"]: p for p in task["predictions"]}
         assert set(by_method) == {"camserve gradcam", "camserve eigencam"}
         assert by_method["camserve eigencam"]["result"] == []  # no class to label
