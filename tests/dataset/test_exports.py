@@ -78,9 +78,9 @@ def test_stored_images_hold_every_row(images: list[StoredImage]) -> None:
     for image, size in zip(images[1:], SIZES, strict=True):
         assert (image.width, image.height) == (size, size)
         assert [(e.method, e.rank) for e in image.explanations] == [
-            ("eigencam", 0),
-            ("gradcam", 0),
+            ("eigencam", 1),
             ("gradcam", 1),
+            ("gradcam", 2),
         ]
 
 
@@ -135,7 +135,7 @@ def test_label_studio_tasks_follow_the_projects_labeling_config(
         (prediction,) = [p for p in task["predictions"] if p["model_version"] == "camserve gradcam"]
         regions = [
             (row, region)
-            for rank in (0, 1)
+            for rank in (1, 2)
             for row in [rows[(image_id, rank)]]
             for region in row["regions"]
         ]
@@ -195,7 +195,7 @@ def test_fiftyone_samples_hold_the_rows_heatmaps_and_boxes(
     assert {"cam_gradcam", "cam_gradcam_boxes", "cam_eigencam", "cam_prediction"} <= set(
         document["sample_fields"]
     )
-    rows = {r["image_id"]: r for r in gradcam_rows(output) if r["rank"] == 0}
+    rows = {r["image_id"]: r for r in gradcam_rows(output) if r["rank"] == 1}
     assert len(document["samples"]) == len(SIZES)
     for sample in document["samples"]:
         image_id = sample["filepath"].removeprefix("/data/")
@@ -224,7 +224,7 @@ def test_fiftyone_loads_the_exported_samples_as_written(
     loaded = fiftyone.load_json(path, name="dataset-rows")
     assert len(loaded["samples"]) == len(SIZES)
     assert_loaded_as_written(loaded, document)
-    rows = {r["image_id"]: r for r in gradcam_rows(output) if r["rank"] == 0}
+    rows = {r["image_id"]: r for r in gradcam_rows(output) if r["rank"] == 1}
     for sample in loaded["samples"]:
         row = rows[sample["filepath"].removeprefix("/data/")]
         assert np.array_equal(
