@@ -46,8 +46,8 @@ class TaskImagePaths:
     """Writes each image path as a task's image reference, under one prefix and root."""
 
     def __init__(self, prefix: str = "", local_files_root: Path | None = None) -> None:
-        """``local_files_root`` is required with a local-files ``prefix`` and refused with
-        another non-empty one."""
+        """``local_files_root`` is required with a local-files ``prefix`` and refused with any
+        other (``task_image_paths`` turns a root given alone into the local-files prefix)."""
         self.prefix = prefix
         self.local_files = is_local_files_prefix(prefix)
         if self.local_files and local_files_root is None:
