@@ -4,7 +4,7 @@
 ``Detections``, and the top prediction as a ``Classification``. The heatmap PNGs go under
 ``<output>/heatmaps/<method>/<image id>.png``. Writing it needs no FiftyOne.
 
-Each method's field holds its first explained class (rank 0), as FiftyOne keeps one heatmap
+Each method's field holds its first explained class (rank 1), as FiftyOne keeps one heatmap
 per field. A detector's rows give the fields ``camserve export-fiftyone`` writes for a
 detector (``app/labeling/fiftyone_dense.py``): its explained detections as ``Detections`` and
 one ``Heatmap`` per (method, detection); an image in which it found nothing is a sample with
@@ -72,7 +72,7 @@ def fiftyone_dataset(
 
 
 def _sample(image: StoredImage, heatmaps: Path, prefix: str) -> dict[str, Any]:
-    firsts = [e for e in image.explanations if e.rank == 0]
+    firsts = [e for e in image.explanations if e.rank == 1]
     top_class, top_label, top_score = image.predictions[0]
     top = Prediction(top_class, top_label, top_score)
     cams = ImageCams(image.width, image.height, top, [_method_cam(e, top) for e in firsts])

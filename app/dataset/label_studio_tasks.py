@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.dataset.local_files import TaskImagePaths
 from app.dataset.stored import StoredDetection, StoredExplanation, StoredImage
 from app.labeling.label_config import LabelControl, parse_label_config
 from app.labeling.labelstudio_dense import dense_results
@@ -34,9 +35,9 @@ REGION_KINDS = ("rectanglelabels", "polygonlabels")
 class TaskOptions:
     label_config: str | None = None
     """The project's labeling config (XML); ``None``: ``default_controls``."""
-    image_prefix: str = ""
-    """Put before each image path in the task (e.g. ``/data/local-files/?d=`` for Label
-    Studio's local files storage, or a URL)."""
+    image_paths: TaskImagePaths = field(default_factory=TaskImagePaths)
+    """How each image's path is written in its task: after a prefix (a URL, or
+    ``/data/local-files/?d=`` and relative to the local files root; ``app.dataset.local_files``)."""
     mapping: Mapping[str, str] = field(default_factory=dict)
     """Model label → project label, where the names differ."""
 
@@ -56,7 +57,10 @@ def label_studio_tasks(images: list[StoredImage], options: TaskOptions) -> list[
     data_key, controls = _controls(options.label_config, labels)
     return [
         {
-            "data": {data_key: options.image_prefix + image.path, "camserve_id": image.image_id},
+            "data": {
+                data_key: options.image_paths.reference(image.path),
+                "camserve_id": image.image_id,
+            },
             "predictions": _predictions(image, controls, options.mapping),
         }
         for image in images

@@ -3,8 +3,14 @@ not be explained (its ``error`` set, everything computed left null).
 
 Columns that only a detector fills (``detection_box``, ``detection_score``) are null for a
 classifier, so one schema serves both kinds of model. A detector's row explains one detection
-(``rank`` its index, ``class_index``/``label``/``score`` its class and score); an image in
-which the detector found nothing is one row with no method and no error.
+(``rank`` its place among the explained detections, ``class_index``/``label``/``score`` its
+class and score); an image in which the detector found nothing is one row with no method and no
+error.
+
+``rank`` counts from 1, as ``/v1/explain`` and the client count: the top class (or the first
+detection) is rank 1. Every file carries ``ROWS_VERSION`` under ``ROWS_VERSION_KEY`` in its
+Parquet metadata; a file without it was written by an earlier camserve, whose ranks counted
+from 0 (``app.dataset.output_files`` reads those, and refuses to add to them).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ __all__ = [
     "ALL_CLASSES",
     "PREDICTION",
     "REGION",
+    "ROWS_VERSION",
+    "ROWS_VERSION_KEY",
     "ROW_SCHEMA",
     "ImageInfo",
     "RowOptions",
@@ -50,6 +58,9 @@ REGION = pa.struct(
         ("score", pa.float32()),
     ]
 )
+ROWS_VERSION_KEY = b"camserve.rows_version"
+ROWS_VERSION = b"2"
+"""Version 2: ``rank`` counts from 1. Version 1 (files without the key): from 0."""
 ROW_SCHEMA = pa.schema(
     [
         ("image_id", pa.string()),
@@ -69,12 +80,13 @@ ROW_SCHEMA = pa.schema(
         ("heatmap_png", pa.binary()),
         ("heatmap_path", pa.string()),
         ("error", pa.string()),
-    ]
+    ],
+    metadata={ROWS_VERSION_KEY: ROWS_VERSION},
 )
-"""``predictions``: the model's top k (class, label, probability); ``rank``, ``class_index``,
-``label``, ``score``: the explained class (``class_index`` null and ``label`` "all-classes"
-for a class-agnostic method); ``regions``: the thresholded heatmap's regions in image pixels
-(box x0, y0, x1, y1 with x1, y1 exclusive; polygon points), largest first."""
+"""``predictions``: the model's top k (class, label, probability); ``rank`` (from 1),
+``class_index``, ``label``, ``score``: the explained class (``class_index`` null and ``label``
+"all-classes" for a class-agnostic method); ``regions``: the thresholded heatmap's regions in
+image pixels (box x0, y0, x1, y1 with x1, y1 exclusive; polygon points), largest first."""
 
 
 @dataclass(frozen=True)
@@ -116,9 +128,9 @@ def explanation_rows(
     if not explanation.maps:  # nothing to explain (a detector that found nothing)
         return [{**_image_columns(image), "predictions": predictions}]
     for maps in explanation.maps:
-        for rank, heatmap in enumerate(maps.heatmaps):
+        for index, heatmap in enumerate(maps.heatmaps):
             agnostic = maps.class_agnostic
-            label = ALL_CLASSES if agnostic else explanation.labels[rank]
+            label = ALL_CLASSES if agnostic else explanation.labels[index]
             png = encode_image(heatmap, "png")
             path = None
             if options.heatmap_dir is not None:
@@ -130,14 +142,14 @@ def explanation_rows(
                     "predictions": predictions,
                     "method": maps.method,
                     "layer": explanation.layer,
-                    "rank": rank,
-                    "class_index": None if agnostic else explanation.classes[rank],
+                    "rank": index + 1,
+                    "class_index": None if agnostic else explanation.classes[index],
                     "label": label,
-                    "score": None if agnostic else explanation.scores[rank],
+                    "score": None if agnostic else explanation.scores[index],
                     "regions": _regions(heatmap, options),
                     "heatmap_png": None if path is not None else png,
                     "heatmap_path": path,
-                    **_detection_columns(explanation, rank),
+                    **_detection_columns(explanation, index),
                 }
             )
     return rows
@@ -152,12 +164,12 @@ def _image_columns(image: ImageInfo) -> dict[str, Any]:
     }
 
 
-def _detection_columns(explanation: ImageExplanation, rank: int) -> dict[str, Any]:
+def _detection_columns(explanation: ImageExplanation, index: int) -> dict[str, Any]:
     if explanation.boxes is None:
         return {}
     return {
-        "detection_box": list(explanation.boxes[rank]),
-        "detection_score": explanation.scores[rank],
+        "detection_box": list(explanation.boxes[index]),
+        "detection_score": explanation.scores[index],
     }
 
 

@@ -22,6 +22,7 @@ __all__ = ["StoredDetection", "StoredExplanation", "StoredImage", "read_images",
 class StoredExplanation:
     method: str
     rank: int
+    """From 1: the first explained class (or detection) of its method is rank 1."""
     class_index: int | None
     """``None`` for a class-agnostic method."""
     label: str

@@ -82,7 +82,7 @@ def test_the_rows_hold_two_detections_per_photo_and_none_for_the_empty_one(
     }
     by_id = {image.image_id: image for image in images}
     assert by_id["none.png"].explanations == []
-    assert [e.rank for e in by_id["photo0.png"].detections()] == [0, 1]
+    assert [e.rank for e in by_id["photo0.png"].detections()] == [1, 2]
 
 
 def test_label_studio_gets_the_detectors_boxes(output: Path, images: list[StoredImage]) -> None:
@@ -140,7 +140,7 @@ def test_fiftyone_samples_hold_the_detections_and_each_ones_heatmaps(
             assert detection["bounding_box"] == relative_box(box, row["width"], row["height"])
         for method in METHODS:
             for row in (r for r in all_rows if r["image_id"] == image_id and r["method"] == method):
-                heatmap = sample[f"cam_{method}_{row['rank'] + 1}"]
+                heatmap = sample[f"cam_{method}_{row['rank']}"]  # the same rank
                 assert np.array_equal(
                     np.asarray(Image.open(heatmap["map_path"])),
                     np.asarray(Image.open(io.BytesIO(row["heatmap_png"]))),

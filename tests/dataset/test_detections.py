@@ -139,11 +139,12 @@ def test_rows_carry_each_detection_and_the_services_heatmaps(
                 (r for r in rows if r["image_id"] == path.name and r["method"] == method),
                 key=lambda row: row["rank"],
             )
-            assert [row["rank"] for row in mine] == [0, 1]
+            assert [row["rank"] for row in mine] == [1, 2]
             assert assert_same_detections(*row_lists(mine), *found_lists(explained)) == [0, 1]
             maps = next(m for m in answer.maps if m.method == method)
             for row in mine:
-                assert_row_is_the_services(row, answer, maps.heatmaps[row["rank"]], labels)
+                heatmap = maps.heatmaps[row["rank"] - 1]
+                assert_row_is_the_services(row, answer, heatmap, labels)
 
 
 def assert_row_is_the_services(
@@ -151,7 +152,7 @@ def assert_row_is_the_services(
 ) -> None:
     """One row against the service's answer for its image, up to rounding."""
     assert answer.dense is not None
-    found = answer.dense.explained[row["rank"]]
+    found = answer.dense.explained[row["rank"] - 1]
     assert row["error"] is None
     assert row["layer"] == "backbone"
     assert row["detection_box"] == pytest.approx(list(found.box), abs=BOX_TOLERANCE)

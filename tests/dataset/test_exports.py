@@ -22,6 +22,7 @@ from app.dataset.cvat_annotations import cvat_annotations
 from app.dataset.explained import ExplainOptions, explain_pixels
 from app.dataset.fiftyone_samples import fiftyone_dataset
 from app.dataset.label_studio_tasks import TaskOptions, label_studio_tasks
+from app.dataset.local_files import TaskImagePaths
 from app.dataset.rows import ImageInfo, RowOptions, error_row, explanation_rows, rows_table
 from app.dataset.stored import StoredImage, read_images
 from app.engine.engine import CamEngine
@@ -77,16 +78,17 @@ def test_stored_images_hold_every_row(images: list[StoredImage]) -> None:
     for image, size in zip(images[1:], SIZES, strict=True):
         assert (image.width, image.height) == (size, size)
         assert [(e.method, e.rank) for e in image.explanations] == [
-            ("eigencam", 0),
-            ("gradcam", 0),
+            ("eigencam", 1),
             ("gradcam", 1),
+            ("gradcam", 2),
         ]
 
 
 def test_label_studio_tasks_carry_each_region_as_a_rectangle(
     output: Path, images: list[StoredImage]
 ) -> None:
-    tasks = label_studio_tasks(images, TaskOptions(image_prefix="/data/local-files/?d="))
+    paths = TaskImagePaths("/data/local-files/?d=", Path("/data"))
+    tasks = label_studio_tasks(images, TaskOptions(image_paths=paths))
     assert [task["data"]["camserve_id"] for task in tasks] == ["s/0.png", "s/1.png", "s/2.png"]
     expected: dict[str, list[dict[str, Any]]] = {}
     for row in gradcam_rows(output):
@@ -95,7 +97,7 @@ def test_label_studio_tasks_carry_each_region_as_a_rectangle(
         )
     for task in tasks:
         image_id = task["data"]["camserve_id"]
-        assert task["data"]["image"] == f"/data/local-files/?d=/data/{image_id}"
+        assert task["data"]["image"] == f"/data/local-files/?d={image_id}"
         by_method = {p["model_version"]: p for p in task["predictions"]}
         assert set(by_method) == {"camserve gradcam", "camserve eigencam"}
         assert by_method["camserve eigencam"]["result"] == []  # no class to label
@@ -133,7 +135,7 @@ def test_label_studio_tasks_follow_the_projects_labeling_config(
         (prediction,) = [p for p in task["predictions"] if p["model_version"] == "camserve gradcam"]
         regions = [
             (row, region)
-            for rank in (0, 1)
+            for rank in (1, 2)
             for row in [rows[(image_id, rank)]]
             for region in row["regions"]
         ]
@@ -193,7 +195,7 @@ def test_fiftyone_samples_hold_the_rows_heatmaps_and_boxes(
     assert {"cam_gradcam", "cam_gradcam_boxes", "cam_eigencam", "cam_prediction"} <= set(
         document["sample_fields"]
     )
-    rows = {r["image_id"]: r for r in gradcam_rows(output) if r["rank"] == 0}
+    rows = {r["image_id"]: r for r in gradcam_rows(output) if r["rank"] == 1}
     assert len(document["samples"]) == len(SIZES)
     for sample in document["samples"]:
         image_id = sample["filepath"].removeprefix("/data/")
@@ -222,7 +224,7 @@ def test_fiftyone_loads_the_exported_samples_as_written(
     loaded = fiftyone.load_json(path, name="dataset-rows")
     assert len(loaded["samples"]) == len(SIZES)
     assert_loaded_as_written(loaded, document)
-    rows = {r["image_id"]: r for r in gradcam_rows(output) if r["rank"] == 0}
+    rows = {r["image_id"]: r for r in gradcam_rows(output) if r["rank"] == 1}
     for sample in loaded["samples"]:
         row = rows[sample["filepath"].removeprefix("/data/")]
         assert np.array_equal(

@@ -67,6 +67,22 @@ def test_a_manifest_lists_its_paths_relative_to_itself_with_its_ids(
     assert read_file(images[0].path) == (folder / "a.png").read_bytes()
 
 
+def test_a_relative_manifest_resolves_its_paths_from_its_folder_not_the_current_one(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_manifest(folder / "b" / "list.csv", [{"path": "c.jpg"}, {"path": "../a.png"}])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    images = list_images("../images/b/list.csv")
+
+    assert [ref.image_id for ref in images] == ["c.jpg", "../a.png"]
+    real = folder.resolve()
+    assert [Path(ref.path).resolve() for ref in images] == [real / "b" / "c.jpg", real / "a.png"]
+    assert all(Path(ref.path).is_absolute() for ref in images)
+
+
 def test_without_an_id_column_the_path_is_the_id(folder: Path) -> None:
     manifest = write_manifest(folder / "list.jsonl", [{"image": "b/c.jpg"}])
     assert list_images(str(manifest)) == [ImageRef("b/c.jpg", str(folder / "b" / "c.jpg"))]

@@ -113,9 +113,10 @@ def test_rows_equal_camserve_explain_map_for_map(
         assert row["width"] == SIZES[int(Path(row["image_id"]).stem.removeprefix("scene"))]
         assert [r["box"] for r in row["regions"]] == [list(r.box) for r in find_regions(expected)]
         local_row = summary[row["image_id"]]
-        assert row["class_index"] == local_row["classes"][row["rank"]]
-        assert row["label"] == local_row["labels"][row["rank"]]
-        assert row["score"] == pytest.approx(local_row["scores"][row["rank"]], abs=1e-6)
+        index = row["rank"] - 1  # ranks count from 1
+        assert row["class_index"] == local_row["classes"][index]
+        assert row["label"] == local_row["labels"][index]
+        assert row["score"] == pytest.approx(local_row["scores"][index], abs=1e-6)
         assert [p["class_index"] for p in row["predictions"]] == local_row["classes"]
         assert row["layer"] == local_row["layer"] == "layer4"
         assert row["heatmap_path"] is None
@@ -200,7 +201,7 @@ def test_a_manifest_with_heatmap_files(
     earlier = {
         row["image_id"]: row
         for row in read_rows(str(explained[0])).to_pylist()
-        if row["method"] == "gradcam" and row["rank"] == 0
+        if row["method"] == "gradcam" and row["rank"] == 1
     }
     for image_id, source in (("first", "scene1.png"), ("second", "scene4.png")):
         row = rows[image_id]
@@ -336,12 +337,12 @@ def test_a_detector_explains_its_detections_on_the_cluster(
     rows = read_rows(str(output)).to_pylist()
     assert Counter(row["image_id"] for row in rows) == {f"scene{i}.png": 4 for i in range(3)}
     for row in rows:
-        assert row["rank"] in (0, 1)
+        assert row["rank"] in (1, 2)
         x0, y0, x1, y1 = row["detection_box"]
         assert 0 <= x0 < x1 <= row["width"]
         assert 0 <= y0 < y1 <= row["height"]
         assert row["detection_score"] == row["score"] > 0.3
-        assert row["score"] == pytest.approx(row["predictions"][row["rank"]]["score"], abs=1e-6)
+        assert row["score"] == pytest.approx(row["predictions"][row["rank"] - 1]["score"], abs=1e-6)
         assert png_pixels(row["heatmap_png"]).shape == (row["height"], row["width"])
 
 

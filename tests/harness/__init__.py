@@ -9,8 +9,8 @@ run for real, started and stopped for the tests (and reused by the benchmarks an
 - ``fiftyone_env.py``, ``fiftyone_driver.py`` and ``fetch_libssl11.sh``: a real FiftyOne in its
   own environment (``.venv-fiftyone``) with its mongod, for the FiftyOne tests;
 - ``labelstudio_e2e.py`` with ``labelstudio_servers.py``, ``labelstudio_client.py``,
-  ``labelstudio_checks.py`` and ``labelstudio_detection.py``: camserve as the ML backend of a
-  real Label Studio, end to end (``make labelstudio-e2e``, and
+  ``labelstudio_checks.py``, ``labelstudio_dataset.py`` and ``labelstudio_detection.py``: camserve
+  as the ML backend of a real Label Studio, end to end (``make labelstudio-e2e``, and
   ``tests/integration/test_labelstudio_e2e.py``).
 
 The ``test_*.py`` files here test the harness itself. ``app`` never imports from here; mypy holds

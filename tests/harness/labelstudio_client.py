@@ -50,9 +50,22 @@ class LabelStudio:
     def sync_local_files(self, project: int, folder: Path) -> None:
         """Add ``folder`` as the project's local files storage and sync it: one task per image,
         referencing it as ``/data/local-files/?d=<path under the document root>``."""
-        body = {"project": project, "path": str(folder), "use_blob_urls": True, "title": "scenes"}
-        storage = self._json(self.http.post("/api/storages/localfiles/", json=body))
-        self._json(self.http.post(f"/api/storages/localfiles/{storage['id']}/sync"))
+        storage = self.add_local_files(project, folder)
+        self._json(self.http.post(f"/api/storages/localfiles/{storage}/sync"))
+
+    def add_local_files(self, project: int, folder: Path) -> int:
+        """Add ``folder`` as a local files storage of the project, without syncing it: Label
+        Studio then serves the project's tasks the files under it. The storage's id."""
+        body = {"project": project, "path": str(folder), "use_blob_urls": True, "title": "files"}
+        storage_id: int = self._json(self.http.post("/api/storages/localfiles/", json=body))["id"]
+        return storage_id
+
+    def import_tasks(self, project: int, tasks: list[dict[str, Any]]) -> dict[str, Any]:
+        """Import tasks (with their predictions) as the Import dialog imports a JSON file."""
+        report: dict[str, Any] = self._json(
+            self.http.post(f"/api/projects/{project}/import", json=tasks)
+        )
+        return report
 
     def file_status(self, reference: str) -> int:
         """The HTTP status Label Studio answers when asked for a task's image."""

@@ -10,7 +10,9 @@ and one through a local files storage (``/data/local-files/?d=…``, which camse
 shared document root); connects camserve, with basic auth, as the project's ML backend; runs
 "Retrieve Predictions" on every task; checks the predictions Label Studio stored against where
 the scene generator drew each shape; and accepts one as an annotation, which Label Studio
-reports to camserve's webhook. Then a detection project (``tests.harness.labelstudio_detection``):
+reports to camserve's webhook. Then a dataset project (``tests.harness.labelstudio_dataset``):
+tasks from ``explain-dataset`` rows with local files, imported, then predicted by camserve. Then
+a detection project (``tests.harness.labelstudio_detection``):
 a second camserve with a random-weight detector fills a ``RectangleLabels`` project with its own
 boxes, checked against what its ``/v1/explain`` detects.
 
@@ -44,6 +46,7 @@ from tests.harness.labelstudio_checks import (
     request_problems,
 )
 from tests.harness.labelstudio_client import LabelStudio
+from tests.harness.labelstudio_dataset import DatasetOutcome, run_dataset_project
 from tests.harness.labelstudio_detection import (
     DetectionOutcome,
     run_detection_project,
@@ -161,18 +164,16 @@ class Report:
     annotation: dict[str, Any] = field(default_factory=dict)
     backend_requests: dict[tuple[str, str], float] = field(default_factory=dict)
     detection: DetectionOutcome | None = None
+    dataset: DatasetOutcome | None = None
     failures: list[str] = field(default_factory=list)
     logs: dict[str, Path] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
         detected = self.detection is not None and not self.detection.failures
-        return (
-            not self.failures
-            and bool(self.tasks)
-            and not any(t.failures for t in self.tasks)
-            and detected
-        )
+        imported = self.dataset is not None and not self.dataset.failures
+        tasks_right = bool(self.tasks) and not any(t.failures for t in self.tasks)
+        return not self.failures and tasks_right and detected and imported
 
     def render(self) -> str:
         lines = [f"Label Studio {LABEL_STUDIO_VERSION} × camserve ({self.model_version})"]
@@ -201,6 +202,7 @@ class Report:
                 f"{'FAILED' if detection.failures else 'ok'}"
             )
             lines += [f"    - {failure}" for failure in detection.failures]
+        lines += self.dataset.render() if self.dataset is not None else []
         lines += [f"  FAILED: {failure}" for failure in self.failures]
         lines.append("PASSED" if self.passed else "FAILED")
         return "\n".join(lines)
@@ -250,6 +252,12 @@ def run_e2e(label_studio: Path, work_dir: Path) -> Report:
                 "/readyz", CAMSERVE_START_TIMEOUT_S
             )
             _exercise(studio, camserve, tasks, auth, report)
+            started = time.monotonic()
+            scenes = [task.scene for task in tasks]
+            report.dataset = run_dataset_project(
+                studio, camserve, scenes, work_dir, auth, label_config()
+            )
+            report.timings["dataset project"] = time.monotonic() - started
             detector = start_detector_camserve(
                 work_dir, studio_service.base_url, token, work_dir / "files", auth
             )

@@ -61,6 +61,21 @@ def test_label_studio_stores_camserve_predictions(tmp_path: Path) -> None:
     assert requests[("/labelstudio/webhook", "200")] >= 1  # ANNOTATION_CREATED
     assert {status for _, status in requests} == {"200"}
 
+    dataset = report.dataset
+    assert dataset is not None
+    assert [task.reference for task in dataset.tasks] == [
+        "/data/local-files/?d=dataset/plain.png",
+        "/data/local-files/?d=dataset/two%20words/b%2Bc.png",
+    ]
+    assert dataset.import_report["task_count"] == 2
+    assert dataset.import_report["prediction_count"] == 2
+    for task in dataset.tasks:
+        assert task.file_status == 200
+        assert [p["result"] for p in task.imported] == [task.written["result"]]
+        assert {r["type"] for r in task.written["result"]} == {"rectanglelabels", "polygonlabels"}
+        (predicted,) = task.predicted
+        assert {result["type"] for result in predicted["result"]} == set(CONTROL_KINDS)
+
     detection = report.detection
     assert detection is not None
     assert detection.model_version.split(":")[1:3] == ["boxes", "gradcam"]
