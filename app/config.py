@@ -58,6 +58,19 @@ class Settings(BaseSettings):
         5.0, ge=0, le=10_000, description="How long a batch waits for more images after its first."
     )
     queue_size: int = Field(64, ge=1, description="Most queued jobs; more are refused with 429.")
+    queue_per_caller: int = Field(
+        0, ge=0, description="Most queued jobs of one caller (429 beyond); 0: the whole queue."
+    )
+    fair_shares: bool = Field(
+        True, description="Serve the callers with queued work in turn (false: one FIFO)."
+    )
+    slice_ms: float = Field(
+        150.0,
+        ge=0,
+        le=10_000,
+        description="Slice of a long batch (Score-CAM), with short batches run in between; "
+        "0: long batches run whole.",
+    )
     request_timeout_s: float = Field(30.0, gt=0, description="Per-request deadline (then 504).")
     max_upload_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest upload (413).")
     max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1, description="Largest width × height (413).")

@@ -22,7 +22,7 @@ from starlette.datastructures import Headers
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.auth import api_key_refusal
+from app.api.auth import api_key_refusal, sender_of
 from app.api.errors import camserve_error_response
 from app.api.unread_body import BodyReading, EarlyAnswerSend
 from app.api.uploads import MULTIPART_ALLOWANCE
@@ -58,7 +58,10 @@ class AdmissionMiddleware:
             scope, receive, self.service.settings.max_upload_bytes + MULTIPART_ALLOWANCE
         )
         answer = EarlyAnswerSend(send, body)
-        refusal = self.service.worker.refusal() if self._authorized(scope) else None
+        refusal = None
+        if self._authorized(scope):
+            headers, api_key = Headers(scope=scope), self.service.settings.api_key
+            refusal = self.service.worker.refusal(sender_of(headers, scope.get("client"), api_key))
         if refusal is not None:
             scope["route"] = self.routes[path]
             await camserve_error_response(refusal)(scope, body.receive, answer)

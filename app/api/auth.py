@@ -21,6 +21,7 @@ __all__ = [
     "require_admin_key",
     "require_api_key",
     "require_basic_auth",
+    "sender_of",
 ]
 
 
@@ -38,6 +39,16 @@ def caller_of(headers: Headers, api_key: SecretStr | None) -> str:
         return ""
     given = headers.get("authorization", "").partition(" ")[2].strip()
     return hashlib.sha256(given.encode()).hexdigest()
+
+
+def sender_of(headers: Headers, client: tuple[str, int] | None, api_key: SecretStr | None) -> str:
+    """Who the queue's fair shares count a request against: its key (``key`` and the start of
+    its sha256, never the key itself) when the service has an ``api_key``, else the client's
+    address (``client`` from the ASGI scope; empty when unknown)."""
+    if api_key is not None:
+        given = headers.get("authorization", "").partition(" ")[2].strip()
+        return "key " + hashlib.sha256(given.encode()).hexdigest()[:8]
+    return "" if client is None else client[0]
 
 
 async def require_admin_key(request: Request) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import Request
 
-from app.api.auth import caller_of
+from app.api.auth import caller_of, sender_of
 from app.serving.requests import ValidRequest
 from app.serving.service import Outcome, Service
 
@@ -24,7 +24,9 @@ async def explain_in_slot(
 ) -> Outcome:
     """Hold a queue slot (a full queue is answered 429 before ``image`` reads anything), then
     explain the bytes ``image`` gives; the slot is released whatever happens."""
-    reservation = service.worker.reserve()
+    client = (request.client.host, request.client.port) if request.client else None
+    sender = sender_of(request.headers, client, service.settings.api_key)
+    reservation = service.worker.reserve(sender)
     try:
         data = await image()
         started: float = getattr(request.state, "started", time.monotonic())
@@ -35,6 +37,7 @@ async def explain_in_slot(
             disconnected=lambda: _client_gone(request),
             reservation=reservation,
             caller=caller_of(request.headers, service.settings.api_key),
+            sender=sender,
         )
     finally:
         service.worker.release(reservation)

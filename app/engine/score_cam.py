@@ -84,6 +84,18 @@ class MaskedPasses:
         fast = convolutional and device.type in ("cpu", "cuda")
         self.layout = torch.channels_last if fast else torch.contiguous_format
         self.clock = PassClock()
+        self.paused_s = 0.0
+        """Seconds spent in ``paused`` so far (left out of the clock's measurements)."""
+        self._converted = False
+
+    def fit_chunks(self, slice_s: float) -> int:
+        """Cap ``chunk_size`` so that one chunk takes at most ``slice_s`` at the measured cost
+        per input (at least one input per chunk); the new chunk size. The chunks decide the
+        rounding of the maps, so call it once, when the model loads."""
+        if self.clock.seconds > 0 and slice_s > 0:
+            fitting = max(1, int(slice_s / self.clock.seconds))
+            self.chunk_size = min(self.chunk_size, fitting)
+        return self.chunk_size
 
     @contextmanager
     def running(self) -> Iterator[None]:
@@ -93,10 +105,29 @@ class MaskedPasses:
             yield
             return
         self.model.to(memory_format=self.layout)
+        self._converted = True
         try:
             yield
         finally:
             self.model.to(memory_format=torch.contiguous_format)
+            self._converted = False
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Between two chunks of masked passes: the model as outside ``running`` (its usual
+        layout, gradients on) for other work on this thread, then back as it was; the time
+        inside is left out of ``clock``."""
+        started = time.perf_counter()
+        converted = self._converted
+        if converted:
+            self.model.to(memory_format=torch.contiguous_format)
+        try:
+            with torch.enable_grad():
+                yield
+        finally:
+            if converted:
+                self.model.to(memory_format=self.layout)
+            self.paused_s += time.perf_counter() - started
 
     def forward(self, batch: Tensor) -> Tensor:
         """Logits of a batch of masked inputs (call it inside ``running``)."""
@@ -167,7 +198,8 @@ class MaskedRun:
     ) -> Tensor:
         """(B, K, C): the softmax probability of each target class (``targets``, (B, K)) for
         the input masked by each channel of ``feature_maps`` (B, C, h, w); zero for a channel
-        the budget leaves out. ``checkpoint`` runs between chunks of masked inputs."""
+        the budget leaves out. ``checkpoint`` runs before each chunk of masked inputs (it
+        may raise to stop, or run other work inside ``passes.paused()``)."""
         plan = plan_masked_passes(feature_maps, self.budget)
         batch_size, channels = feature_maps.shape[:2]
         weights = torch.zeros(batch_size, channels, targets.shape[1], device=inputs.device)
@@ -178,7 +210,7 @@ class MaskedRun:
                 flat_images, flat_channels = plan.flat.nonzero(as_tuple=True)
                 weights[flat_images, flat_channels] = blank[0, targets[flat_images]]
             pairs = plan.scored.nonzero()
-            started = time.perf_counter()
+            started, paused = time.perf_counter(), self.passes.paused_s
             for start in range(0, len(pairs), self.passes.chunk_size):
                 checkpoint()
                 images, chosen = pairs[start : start + self.passes.chunk_size].unbind(1)
@@ -191,7 +223,8 @@ class MaskedRun:
                 probabilities = _probabilities(forward, inputs[images] * normalize_maps(masks))
                 weights[images, chosen] = probabilities.gather(1, targets[images])
             synchronize(self.passes.device)
-            self.passes.clock.record(len(pairs), time.perf_counter() - started)
+            elapsed = time.perf_counter() - started - (self.passes.paused_s - paused)
+            self.passes.clock.record(len(pairs), elapsed)
         return weights.transpose(1, 2)
 
 

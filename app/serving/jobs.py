@@ -179,6 +179,9 @@ class Job:
     """The sha256 of ``image`` (``pass_store.pixels_digest``); empty: no pass is kept for it."""
     caller: str = ""
     """Who asked (a hash of the API key; empty without keys): kept passes are theirs only."""
+    sender: str = ""
+    """Who the queue's fair shares count the job against (``auth.sender_of``: the API key's
+    name, else the client's address; empty: an unnamed caller)."""
 
     def resolve(self, result: JobResult | BaseException) -> None:
         """Hand ``result`` to the waiting coroutine, from any thread."""
@@ -202,3 +205,5 @@ class Reservation:
     """A queue slot held for a request whose upload is still being read and decoded."""
 
     held: bool = True
+    sender: str = ""
+    """Whose share of the queue the slot is (``Job.sender``)."""

@@ -105,6 +105,30 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.caller_wait = Histogram(
+            "camserve_caller_queue_wait_seconds",
+            "Time a job waited before its batch started, by caller (the API key's name or the "
+            "client's address) and job class (long: Score-CAM, which runs in slices; short).",
+            ["caller", "job_class"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.slices = Counter(
+            "camserve_slices",
+            "Slices of long batches run (a short batch may run between two).",
+            registry=self.registry,
+        )
+        self.short_behind_long = Histogram(
+            "camserve_short_wait_behind_long_seconds",
+            "The part of a short job's queue wait during which a long batch was running.",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe_wait(self, caller: str, job_class: str, seconds: float) -> None:
+        """A job's queue wait under its caller (empty: ``anonymous``) and class."""
+        self.caller_wait.labels(caller or "anonymous", job_class).observe(seconds)
+
     def record_device_memory(self) -> None:
         """Update the GPU memory gauge (CUDA devices only)."""
         if self._device is not None and self._device.type == "cuda":

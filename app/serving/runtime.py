@@ -61,6 +61,9 @@ def build_service(
         startup=startup,
         torch_threads=settings.torch_threads,
         passes=passes,
+        slice_s=settings.slice_ms / 1000,
+        queue_per_caller=settings.queue_per_caller,
+        fair_shares=settings.fair_shares,
     )
     codecs = ThreadPoolExecutor(
         max_workers=settings.codec_threads or os.cpu_count() or 1,

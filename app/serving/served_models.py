@@ -149,7 +149,11 @@ class ModelHub:
     ) -> tuple[Explainer, ServedModel]:
         device, autocast, masked_dtype = placement
         load = (
-            partial(load_classifier, score_cam_dtype=masked_dtype)
+            partial(
+                load_classifier,
+                score_cam_dtype=masked_dtype,
+                slice_s=self.settings.slice_ms / 1000,
+            )
             if spec.task == "classification"
             else load_dense_explainer
         )
@@ -288,9 +292,11 @@ def load_classifier(
     autocast: torch.dtype | None,
     score_cam_batch_size: int,
     score_cam_dtype: torch.dtype | None = None,
+    slice_s: float = 0.0,
 ) -> tuple[CamEngine, ServedModel]:
     """A classifier's engine on ``device``, warmed up, and what the API says of it (with
-    Score-CAM's cost here, measured now)."""
+    Score-CAM's cost here, measured now); with ``slice_s``, a chunk of Score-CAM's masked
+    inputs takes at most that long here (``MaskedPasses.fit_chunks``)."""
     method = get_method(spec.method or DEFAULT_METHOD).name
     loaded = load_model(spec)
     engine = CamEngine.from_loaded(
@@ -323,6 +329,7 @@ def load_classifier(
             engine, [engine.layer, *engine.candidate_layers], FUSED_LAYER
         ),
     )
+    engine.masked_passes.fit_chunks(slice_s)
     return engine, served
 
 

@@ -130,10 +130,12 @@ class Service:
         disconnected: Callable[[], Awaitable[None]],
         reservation: Reservation | None = None,
         caller: str = "",
+        sender: str = "",
     ) -> Outcome:
         """Decode ``data``, queue one job for every method and layer, and wait for it (in the
         queue slot ``reservation`` holds, when given); ``caller`` names who asks (a hash of
-        their key), whose kept passes only the job may use."""
+        their key), whose kept passes only the job may use; ``sender`` whose share of the queue
+        it takes."""
         image, pixels = await self._decoded(data, with_digest=self._keeps_passes(valid.model))
         if valid.box is not None:
             check_box_inside(valid.box, (image.height, image.width))
@@ -157,6 +159,7 @@ class Service:
             box=valid.box,
             pixels=pixels,
             caller=caller,
+            sender=sender,
         )
         self.worker.submit([job], reservation)
         (result,) = await self._wait([job], deadline, disconnected)

@@ -11,6 +11,10 @@ whose jobs have all lost their client or passed their deadline is abandoned at t
 boundary. Because only this thread touches the models, hooks and backward passes can never
 interleave.
 
+The queue is shared fairly between callers (``fair_queue.py``: one FIFO each, batches filled in
+turn, a bound per caller). A long batch (Score-CAM) runs in slices of about ``slice_s``: between
+two slices the worker runs one waiting short batch, on this thread (``slices.py``).
+
 Each model has one current version (a ``LiveVersion``: its engine and what the API knows of it).
 A job is pinned to a version when it is queued: the one its request was validated against while
 that version still serves or still has jobs to finish, else the current one (when the job fits
@@ -25,18 +29,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from functools import partial
 
 from torch import set_num_threads
 
+from app.engine.engine import CamEngine
 from app.engine.images.render import RenderOptions
-from app.engine.models.segmenters import explaining_regions
-from app.serving.classifier_batches import KeptPasses, explain_classifier_batch, explain_jobs
-from app.serving.detector_jobs import DetectorExplainer
+from app.serving.batch_dispatch import explain_batch
 from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
+from app.serving.fair_queue import FairQueue
 from app.serving.jobs import (
     PREDICTIONS,
     BatchAbandonedError,
@@ -49,12 +51,8 @@ from app.serving.jobs import (
 from app.serving.live_versions import Explainer, LiveVersion, VersionTable, free_memory
 from app.serving.pass_store import PassStore
 from app.serving.prometheus import Metrics
-from app.serving.segmenter_jobs import (
-    is_segmenter,
-    job_regions,
-    prepare_layers,
-    with_segments,
-)
+from app.serving.segmenter_jobs import is_segmenter
+from app.serving.slices import Pause, Slicer
 
 __all__ = [
     "PREDICTIONS",
@@ -87,7 +85,13 @@ class BatchingWorker:
         startup: Callable[[], Mapping[str, Explainer | LiveVersion]],
         torch_threads: int = 0,
         passes: PassStore | None = None,
+        slice_s: float = 0.0,
+        queue_per_caller: int | None = None,
+        fair_shares: bool = True,
     ) -> None:
+        """``slice_s``: a long batch's slice (0: long batches run whole); ``queue_per_caller``:
+        the slots one caller may hold (``None`` or 0: the whole queue); without
+        ``fair_shares`` one FIFO serves everyone and only ``queue_size`` bounds it."""
         self.max_batch_size = max_batch_size
         self.passes = passes
         """The passes kept per image, for later questions about it (``None``: none kept)."""
@@ -97,8 +101,11 @@ class BatchingWorker:
         self._startup = startup
         self._torch_threads = torch_threads
         self._versions = VersionTable()
-        self._queue: deque[Job] = deque()
-        self._reserved = 0
+        per_caller = queue_per_caller or queue_size
+        self._queue = FairQueue(queue_size, per_caller, fair=fair_shares)
+        self.slice_s = slice_s
+        self._long_span = (0.0, 0.0)
+        """When the last long batch started and ended (its end: ``inf`` while it runs)."""
         self._idle_since = time.monotonic()
         """When the worker last found the queue empty after a batch (or at start)."""
         self._condition = threading.Condition()
@@ -163,23 +170,23 @@ class BatchingWorker:
             live = self._versions.current.get(name)
             return None if live is None else live.version
 
-    def reserve(self) -> Reservation:
-        """Hold one queue slot for a request before its upload is read (429 when none is
-        free), so that a full queue refuses requests without reading or decoding them."""
+    def reserve(self, sender: str = "") -> Reservation:
+        """Hold one queue slot for ``sender``'s request before its upload is read (429 when
+        none is free, in total or of ``sender``'s share), so that a full queue refuses
+        requests without reading or decoding them."""
         with self._condition:
             self._check_open()
-            if len(self._queue) + self._reserved >= self.queue_size:
-                raise self._queue_full()
-            self._reserved += 1
-            return Reservation()
+            if (refused := self._queue.refusal(sender)) is not None:
+                raise self._queue_full(refused)
+            self._queue.reserve(sender)
+            return Reservation(sender=sender)
 
-    def refusal(self) -> QueueFullError | None:
-        """The 429 a new request would get from ``reserve`` now, or ``None`` while a slot is
-        free; reserves nothing (a fast path for refusing at the door)."""
+    def refusal(self, sender: str = "") -> QueueFullError | None:
+        """The 429 a new request of ``sender`` would get from ``reserve`` now, or ``None``
+        while a slot is free; reserves nothing (a fast path for refusing at the door)."""
         with self._condition:
-            if not self._stopping and len(self._queue) + self._reserved >= self.queue_size:
-                return self._queue_full()
-            return None
+            refused = None if self._stopping else self._queue.refusal(sender)
+            return None if refused is None else self._queue_full(refused)
 
     def release(self, reservation: Reservation) -> None:
         """Give back a slot that was not used (or do nothing when ``submit`` used it)."""
@@ -192,8 +199,8 @@ class BatchingWorker:
         with self._condition:
             self._check_open()
             held = 1 if reservation is not None and reservation.held else 0
-            if len(self._queue) + self._reserved - held + len(jobs) > self.queue_size:
-                raise self._queue_full()
+            if (refused := self._queue.refusal(jobs[0].sender, len(jobs), held)) is not None:
+                raise self._queue_full(refused)
             for job in jobs:
                 self._versions.pin(job)
             if reservation is not None:
@@ -208,25 +215,20 @@ class BatchingWorker:
         with self._condition:
             for job in jobs:
                 job.cancelled = True
-                if job in self._queue:
-                    self._queue.remove(job)
+                self._queue.remove(job)
             self._metrics.queue_depth.set(len(self._queue))
 
     def _check_open(self) -> None:
         if self._stopping:
             raise ShuttingDownError("the service is shutting down; retry on another replica")
 
-    def _queue_full(self) -> QueueFullError:
-        used = len(self._queue) + self._reserved
-        return QueueFullError(
-            f"the queue is full ({used} of {self.queue_size} jobs); retry shortly",
-            retry_after_s=self._retry_after(),
-        )
+    def _queue_full(self, message: str) -> QueueFullError:
+        return QueueFullError(message, retry_after_s=self._retry_after())
 
     def _unhold(self, reservation: Reservation) -> None:
         if reservation.held:
             reservation.held = False
-            self._reserved -= 1
+            self._queue.unreserve(reservation.sender)
 
     def _retry_after(self) -> int:
         batches_ahead = len(self._queue) / self.max_batch_size + 1
@@ -271,26 +273,44 @@ class BatchingWorker:
                 if self._stopping:
                     return None
                 self._condition.wait()
-            first = self._queue[0]
+            first = self._queue.first()
+            assert first is not None
             lone = len(self._queue) == 1 and first.enqueued_at >= self._idle_since
             close_at = first.enqueued_at + (0.0 if lone else self.max_wait_s)
             while (
                 not self._stopping
-                and self._count_compatible(first.key) < self.max_batch_size
+                and self._queue.count(first.key) < self.max_batch_size
                 and (remaining := close_at - time.monotonic()) > 0
             ):
                 self._condition.wait(remaining)
                 if first.cancelled:  # its client left while we waited: start over
                     return []
-            batch = [job for job in self._queue if job.key == first.key][: self.max_batch_size]
-            for job in batch:
-                self._queue.remove(job)
-            self._metrics.queue_depth.set(len(self._queue))
-            self._versions.running = (first.key.model, first.key.version)
-            return batch
+            return self._take(first)
 
-    def _count_compatible(self, key: BatchKey) -> int:
-        return sum(1 for job in self._queue if job.key == key)
+    def _take(self, first: Job) -> list[Job]:
+        """``first``'s batch out of the queue; its version is the running one (call with the
+        lock held)."""
+        batch = self._queue.take_batch(first, self.max_batch_size)
+        self._metrics.queue_depth.set(len(self._queue))
+        self._versions.running = (first.key.model, first.key.version)
+        return batch
+
+    def _short_batch_between_slices(self, pause: Pause) -> bool:
+        """Run the next waiting batch that is not long, if any, inside ``pause``; whether one
+        ran. The long batch's version stays the running one."""
+        with self._condition:
+            first = self._queue.first(lambda job: not job.key.score_cam)
+            if first is None:
+                return False
+            running = self._versions.running
+            batch = self._take(first)
+        try:
+            with pause():
+                self._process(batch)
+        finally:
+            with self._condition:
+                self._versions.running = running
+        return True
 
     def _process(self, batch: list[Job]) -> None:
         now = time.monotonic()
@@ -328,7 +348,17 @@ class BatchingWorker:
                 job.resolve(result)
                 continue
             self._metrics.queue_wait.observe(result.queue_wait_s)
+            self._observe_wait(job, started)
             job.resolve(result)
+
+    def _observe_wait(self, job: Job, started: float) -> None:
+        """``job``'s wait by caller and class, and a short job's wait behind a long batch."""
+        job_class = "long" if job.key.score_cam else "short"
+        self._metrics.observe_wait(job.sender, job_class, started - job.enqueued_at)
+        long_start, long_end = self._long_span
+        behind = min(started, long_end) - max(job.enqueued_at, long_start)
+        if job_class == "short" and behind > 0:
+            self._metrics.short_behind_long.observe(behind)
 
     def _compute(self, jobs: list[Job], started: float) -> list[JobResult | BaseException]:
         """The batch's results, each naming the version that computed it."""
@@ -336,40 +366,29 @@ class BatchingWorker:
         passes = None
         if self.passes is not None and self.passes.enabled and live.version:
             passes = (self.passes, (jobs[0].key.model, live.version))
-        results = _explain(live.explainer, jobs, started, passes)
+        slicer = self._slicer(live.explainer, jobs[0].key)
+        if slicer is None:
+            results = explain_batch(live.explainer, jobs, started, passes)
+        else:
+            self._long_span = (started, float("inf"))
+            try:
+                results = explain_batch(live.explainer, jobs, started, passes, slicer.checkpoint_of)
+            finally:
+                self._long_span = (started, time.monotonic())
+                self._metrics.slices.inc(slicer.slices)
         return [
             result if isinstance(result, BaseException) else replace(result, model=live.model)
             for result in results
         ]
 
+    def _slicer(self, engine: Explainer, key: BatchKey) -> Slicer | None:
+        """The slicer of a long batch (a classifier's Score-CAM, when slices are on)."""
+        if not (self.slice_s > 0 and key.score_cam and isinstance(engine, CamEngine)):
+            return None
+        if is_segmenter(engine):  # its masked passes keep per-batch state in the model
+            return None
+        return Slicer(self.slice_s, engine.masked_passes.paused, self._short_batch_between_slices)
+
     def _version_for(self, key: BatchKey) -> LiveVersion:
         with self._condition:
             return self._versions.version_for(key)
-
-
-def _explain(
-    engine: Explainer, jobs: list[Job], started: float, passes: KeptPasses
-) -> list[JobResult | BaseException]:
-    """One engine call for the batch (``engine`` serves every job of it); a classifier's
-    batch also uses and keeps the passes of its images (``passes``)."""
-    if isinstance(engine, DetectorExplainer):
-        return engine.results(jobs, started, _checkpoint_of(jobs))
-    if not is_segmenter(engine):
-        return explain_classifier_batch(engine, jobs, started, _checkpoint_of, passes)
-    prepare_layers(engine, jobs[0].key.layers)
-    with explaining_regions(engine.model, job_regions(engine, jobs)):
-        results = explain_jobs(engine, jobs, started, _checkpoint_of)
-    with_segments(engine, jobs, results)
-    return results
-
-
-def _checkpoint_of(jobs: Sequence[Job]) -> Callable[[], None]:
-    """The stage-boundary check of ``jobs``."""
-    return partial(_abandon_if_unwanted, jobs)
-
-
-def _abandon_if_unwanted(jobs: Sequence[Job]) -> None:
-    """The pipeline's stage-boundary check: stop when no job still wants its result."""
-    now = time.monotonic()
-    if not any(job.wanted(now) for job in jobs):
-        raise BatchAbandonedError

@@ -89,3 +89,24 @@ def test_a_request_without_the_key_gets_its_401_even_when_the_queue_is_full(
         assert_error(post_image(keyed_client, "/v1/explain", headers=wrong), 401)
         right = {"Authorization": f"Bearer {API_KEY}"}
         assert_error(post_image(keyed_client, "/v1/explain", headers=right), 429, "queue_full")
+
+
+def test_a_caller_over_its_share_is_refused_at_the_door_while_another_is_served(
+    models_dir: Path,
+) -> None:
+    settings = make_settings(models_dir, queue_size=4, queue_per_caller=1)
+    with serving(settings) as flooder:
+        worker = service_of(flooder).worker
+        held = worker.reserve("testclient")  # the flooder's one slot, still being uploaded
+        try:
+            refused = post_image(flooder, "/v1/explain", params={"model": "tiny"})
+            message = assert_error(refused, 429, "queue_full")
+            assert message == (
+                "caller 'testclient' holds 1 of its 1 queue slots (the queue serves its callers "
+                "in turn); retry shortly"
+            )
+            other = TestClient(flooder.app, client=("10.0.0.2", 50000))
+            served = post_image(other, "/v1/explain", params={"model": "tiny"})
+            assert served.status_code == 200
+        finally:
+            worker.release(held)

@@ -394,7 +394,7 @@ def test_a_full_queue_refuses_before_reading_the_upload(
         statuses = [future.result(BLOCK_TIMEOUT_S).status_code for future in [running, *waiting]]
     assert statuses == [200] * (QUEUE_SIZE + 1)
     assert_error(post_image(client, data=b"not an image", params={"model": "tiny"}), 400)
-    assert service_of(client).worker._reserved == 0  # every slot given back
+    assert service_of(client).worker._queue.reserved == 0  # every slot given back
     assert_still_serving(client)
 
 

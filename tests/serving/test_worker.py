@@ -92,6 +92,7 @@ def make_worker(
     max_wait_s: float = 0.005,
     queue_size: int = 64,
     startup: Callable[[], dict[str, CamEngine]] | None = None,
+    queue_per_caller: int | None = None,
 ) -> tuple[BatchingWorker, Metrics]:
     metrics = Metrics()
     worker = BatchingWorker(
@@ -101,6 +102,7 @@ def make_worker(
         metrics=metrics,
         startup=startup or (lambda: engines),
         torch_threads=torch_threads_for_servers(),  # the test thread: CAMSERVE_TEST_THREADS
+        queue_per_caller=queue_per_caller,
     )
     return worker, metrics
 
@@ -635,9 +637,9 @@ def test_reserved_slots_count_against_the_queue_until_used_or_released() -> None
         worker.release(held[1])
         worker.release(held[1])  # twice is harmless
         spare = worker.reserve()
-        assert worker._reserved == 1
+        assert worker._queue.reserved == 1
         worker.release(spare)
-        assert worker._reserved == 0
+        assert worker._queue.reserved == 0
 
     run(scenario())
 

@@ -1,0 +1,84 @@
+"""The queue serves its callers in turn and bounds each of them as well as the total."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.serving.errors import QueueFullError
+from app.serving.fair_queue import FairQueue
+from app.serving.jobs import Job
+from tests.serving.test_worker import SMALL, make_job, make_worker, run
+
+
+def job_of(sender: str) -> Job:
+    job = make_job(SMALL)
+    job.sender = sender
+    return job
+
+
+def test_a_lone_job_of_a_second_caller_joins_the_next_batch() -> None:
+    async def scenario() -> tuple[list[Job], list[Job], list[Job]]:
+        queue = FairQueue(64, 64)
+        flood = [job_of("10.0.0.1") for _ in range(6)]
+        queue.extend(flood)
+        lone = job_of("10.0.0.2")
+        queue.extend([lone])
+        first = queue.first()
+        assert first is flood[0]
+        return flood, [lone], queue.take_batch(first, 2)
+
+    flood, (lone,), batch = run(scenario())
+    assert batch == [flood[0], lone]
+
+
+def test_callers_take_turns_starting_batches() -> None:
+    async def scenario() -> list[str]:
+        queue = FairQueue(64, 64)
+        queue.extend([job_of("a") for _ in range(3)])
+        queue.extend([job_of("b") for _ in range(3)])
+        starters = []
+        while (first := queue.first()) is not None:
+            starters.append(first.sender)
+            queue.take_batch(first, 1)
+        return starters
+
+    assert run(scenario()) == ["a", "b", "a", "b", "a", "b"]
+
+
+def test_without_fair_shares_the_queue_is_one_fifo() -> None:
+    async def scenario() -> list[Job]:
+        queue = FairQueue(64, 2, fair=False)
+        jobs = [job_of("a"), job_of("a"), job_of("a"), job_of("b")]
+        queue.extend(jobs)
+        assert queue.refusal("a") is None  # only the total bounds a caller
+        first = queue.first()
+        assert first is not None
+        return queue.take_batch(first, 3)
+
+    assert [job.sender for job in run(scenario())] == ["a", "a", "a"]
+
+
+def test_a_caller_over_its_share_is_refused_while_another_gets_in() -> None:
+    async def scenario() -> None:
+        worker, _ = make_worker({}, queue_size=8, queue_per_caller=3)
+        held = [worker.reserve("10.0.0.1") for _ in range(2)]
+        worker.submit([job_of("10.0.0.1")])
+        with pytest.raises(QueueFullError) as refused:
+            worker.reserve("10.0.0.1")
+        assert str(refused.value) == (
+            "caller '10.0.0.1' holds 3 of its 3 queue slots (the queue serves its callers in "
+            "turn); retry shortly"
+        )
+        refusal = worker.refusal("10.0.0.1")
+        assert refusal is not None
+        assert refusal.retry_after_s >= 1
+        assert worker.refusal("10.0.0.2") is None
+        other = worker.reserve("10.0.0.2")
+        worker.submit([job_of("10.0.0.2")], other)
+        worker.submit([job_of("10.0.0.1")], held[0])  # its own held slot is used
+        assert worker.depth == 3
+        await asyncio.sleep(0)
+
+    run(scenario())

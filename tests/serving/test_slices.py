@@ -1,0 +1,205 @@
+"""A long batch (Score-CAM) runs in slices, with short batches answered in between: the long
+job's maps stay the same bit for bit, and a client that leaves frees the worker at the next
+slice."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import torch
+
+from app.engine.engine import CamEngine
+from app.engine.hooks import count_hooks
+from app.engine.images.preprocess import Preprocessing
+from app.engine.score_cam import MaskedPasses
+from app.serving.errors import DeadlineExceededError
+from app.serving.prometheus import Metrics
+from app.serving.worker import BatchingWorker, BatchKey, JobResult
+from tests.serving.test_worker import (
+    SMALL,
+    WAIT_LIMIT_S,
+    SlowCountingNet,
+    got_no_result,
+    make_job,
+    outcomes,
+    random_image,
+    results,
+    run,
+    stop,
+)
+from tests.threads import torch_threads_for_servers
+
+LONG = BatchKey("small", ("features",), 1, score_cam=True)
+SLICE_S = 0.01
+"""Shorter than one masked pass of ``SlowCountingNet`` (20 ms): every chunk ends a slice."""
+
+
+def slow_engine() -> tuple[SlowCountingNet, CamEngine]:
+    model = SlowCountingNet()
+    engine = CamEngine(
+        model,
+        "features",
+        preprocessing=Preprocessing(input_size=(32, 32)),
+        device="cpu",
+        score_cam_batch_size=1,  # 16 channels: 16 chunks of one masked input
+    )
+    return model, engine
+
+
+def slicing_worker(engine: CamEngine, slice_s: float) -> tuple[BatchingWorker, Metrics]:
+    metrics = Metrics()
+    worker = BatchingWorker(
+        max_batch_size=8,
+        max_wait_s=0.0,
+        queue_size=64,
+        metrics=metrics,
+        startup=lambda: {"small": engine},
+        torch_threads=torch_threads_for_servers(),
+        slice_s=slice_s,
+    )
+    return worker, metrics
+
+
+def metric(metrics: Metrics, name: str) -> float:
+    value = metrics.registry.get_sample_value(name)
+    return 0.0 if value is None else value
+
+
+def same_maps(first: JobResult, second: JobResult) -> bool:
+    """Every array of every map equal, bit for bit."""
+    return all(
+        np.array_equal(a.layer_maps, b.layer_maps)
+        and np.array_equal(a.heatmaps, b.heatmaps)
+        and np.array_equal(a.require_overlays(), b.require_overlays())
+        for a, b in zip(first.maps, second.maps, strict=True)
+    )
+
+
+def alone(engine: CamEngine, key: BatchKey, methods: tuple[str, ...]) -> JobResult:
+    """The job's result on a worker without slices and with nothing else to do."""
+
+    async def scenario() -> JobResult:
+        worker, _ = slicing_worker(engine, 0.0)
+        worker.start()
+        try:
+            job = make_job(key, random_image(seed=1), methods=methods)
+            worker.submit([job])
+            return (await results([job]))[0]
+        finally:
+            await stop(worker)
+
+    return run(scenario())
+
+
+def test_a_short_job_is_answered_between_slices_and_the_long_maps_stay_bit_identical() -> None:
+    model, engine = slow_engine()
+    unsliced = alone(engine, LONG, ("scorecam",))
+    short_alone = alone(engine, SMALL, ("gradcam",))
+    model.calls = 0
+    model.busy.clear()
+
+    async def scenario() -> tuple[bool, JobResult, JobResult, Metrics]:
+        worker, metrics = slicing_worker(engine, SLICE_S)
+        worker.start()
+        try:
+            long = make_job(LONG, random_image(seed=1), methods=("scorecam",))
+            worker.submit([long])
+            assert await asyncio.to_thread(model.busy.wait, WAIT_LIMIT_S)
+            short = make_job(SMALL, random_image(seed=1))
+            worker.submit([short])
+            (short_result,) = await results([short])
+            long_still_running = not long.future.done()
+            (long_result,) = await results([long])
+            return long_still_running, long_result, short_result, metrics
+        finally:
+            await stop(worker)
+
+    long_still_running, long_result, short_result, metrics = run(scenario())
+    assert long_still_running
+    assert same_maps(long_result, unsliced)
+    assert same_maps(short_result, short_alone)  # the model was as outside the masked passes
+    assert metric(metrics, "camserve_slices_total") >= 2
+    assert metric(metrics, "camserve_short_wait_behind_long_seconds_count") == 1
+    long_wait = metrics.registry.get_sample_value(
+        "camserve_caller_queue_wait_seconds_count", {"caller": "anonymous", "job_class": "long"}
+    )
+    assert long_wait == 1
+    assert count_hooks(model) == 0
+    assert model.features[0].weight.is_contiguous()  # back in its own layout
+
+
+def test_without_slices_the_short_job_waits_for_the_long_one() -> None:
+    model, engine = slow_engine()
+
+    async def scenario() -> bool:
+        worker, _ = slicing_worker(engine, 0.0)
+        worker.start()
+        try:
+            long = make_job(LONG, methods=("scorecam",))
+            worker.submit([long])
+            assert await asyncio.to_thread(model.busy.wait, WAIT_LIMIT_S)
+            short = make_job(SMALL)
+            worker.submit([short])
+            await results([short])
+            return long.future.done()
+        finally:
+            await stop(worker)
+
+    assert run(scenario())
+
+
+def test_a_long_job_whose_client_leaves_frees_the_worker_within_one_slice() -> None:
+    model, engine = slow_engine()
+
+    async def scenario() -> tuple[float, list[JobResult | BaseException]]:
+        worker, _ = slicing_worker(engine, SLICE_S)
+        worker.start()
+        try:
+            long = make_job(LONG, methods=("scorecam",), deadline_s=0.1)
+            worker.submit([long])
+            started = time.monotonic()
+            answers = await outcomes([long])
+            return time.monotonic() - started, answers
+        finally:
+            await stop(worker)
+
+    elapsed, (answer,) = run(scenario())
+    assert isinstance(answer, DeadlineExceededError)
+    assert elapsed < 0.1 + 3 * 0.02 + 0.2  # the deadline, a chunk or two, and scheduling
+    assert model.calls < 1 + 16
+
+
+def test_chunks_fit_the_slice_at_the_measured_cost_per_input() -> None:
+    passes = MaskedPasses(torch.nn.Conv2d(3, 4, 1), torch.device("cpu"), (8, 8), chunk_size=64)
+    passes.clock.seconds = 0.01
+    assert passes.fit_chunks(0.15) == 15
+    assert passes.fit_chunks(0.005) == 1
+    passes.chunk_size = 8
+    assert passes.fit_chunks(0.15) == 8  # never more than the configured chunk
+    assert passes.fit_chunks(0.0) == 8  # no slices: as configured
+
+
+def test_a_cancelled_long_job_is_never_answered() -> None:
+    model, engine = slow_engine()
+
+    async def scenario() -> tuple[bool, JobResult]:
+        worker, _ = slicing_worker(engine, SLICE_S)
+        worker.start()
+        try:
+            long = make_job(LONG, methods=("scorecam",))
+            worker.submit([long])
+            assert await asyncio.to_thread(model.busy.wait, WAIT_LIMIT_S)
+            worker.cancel([long])
+            after = make_job(SMALL)
+            worker.submit([after])
+            (answer,) = await results([after])
+            return got_no_result(long), answer
+        finally:
+            await stop(worker)
+
+    unanswered, answer = run(scenario())
+    assert unanswered
+    assert answer.batch_size == 1
+    assert model.calls < 1 + 16 + 1
