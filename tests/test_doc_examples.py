@@ -3,11 +3,13 @@
 Each fenced ``bash`` and ``python`` block runs, from a scratch folder that holds the repository's
 ``app/`` and ``models/`` (so the samples' relative paths resolve and nothing is written into the
 checkout), against one live camserve serving the shipped models; the README's address
-(127.0.0.1:8000) becomes that server's. A bash block runs under ``set -euo pipefail`` with
-``curl`` given ``--fail``, so an HTTP error fails it; ``camserve`` and ``python`` are the test's
-own environment's. A block that cannot run here has ``<!-- example: not run (reason) -->`` right
-before it, and that comment must give the reason. TOML examples must be valid manifests, and
-every relative link must reach its file (and heading).
+(127.0.0.1:8000) becomes that server's. What a block writes there must be where the
+repository's .gitignore keeps it out of ``git status`` (``out/``), as a reader runs it from the
+root. A bash block runs under ``set -euo pipefail`` with ``curl`` given ``--fail``, so an HTTP
+error fails it; ``camserve`` and ``python`` are the test's own environment's. A block that
+cannot run here has ``<!-- example: not run (reason) -->`` right before it, and that comment
+must give the reason. TOML examples must be valid manifests, and every relative link must reach
+its file (and heading).
 """
 
 from __future__ import annotations
@@ -157,18 +159,62 @@ def run_block(block: Block, workspace: Path, port: int | None) -> subprocess.Com
     )
 
 
+def files_in(workspace: Path) -> dict[str, int]:
+    """The files under ``workspace`` (the repository's folders linked into it left out),
+    relative to it, with the time each was last written, in nanoseconds."""
+    found: dict[str, int] = {}
+    for folder, subfolders, files in os.walk(workspace):
+        if Path(folder) == workspace:
+            subfolders[:] = [name for name in subfolders if name not in WORKSPACE_LINKS]
+        for name in files:
+            path = Path(folder) / name
+            found[path.relative_to(workspace).as_posix()] = path.stat().st_mtime_ns
+    return found
+
+
+def left_to_git_status(paths: set[str]) -> list[str]:
+    """Those of ``paths`` (relative to the repository root) that ``git status`` would list:
+    neither ignored by the .gitignore nor a file the repository ships (an example may
+    regenerate one, as docs/cvat.md's does ``function.yaml``)."""
+    if not paths:
+        return []
+    listed = "\n".join(sorted(paths))
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        cwd=ROOT,
+        input=listed,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.splitlines()
+    shipped = subprocess.run(
+        ["git", "ls-files", "--", *sorted(paths)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    return sorted(paths - set(ignored) - set(shipped))
+
+
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.where for block in RUNNABLE])
 def test_example_runs_as_written(
     block: Block, workspace: Path, request: pytest.FixtureRequest
 ) -> None:
+    """It exits with 0, and whatever it writes would leave ``git status`` of a checkout clean
+    if run from its root (in an ignored folder such as ``out/``)."""
     needs_server = any(address in block.text for address in README_ADDRESSES)
     running: LiveServer | None = request.getfixturevalue("server") if needs_server else None
+    before = files_in(workspace)
     outcome = run_block(block, workspace, running.port if running else None)
     server_log = f"\nserver log:\n{running.log()}" if running else ""
     assert outcome.returncode == 0, (
         f"{block.where} exited with {outcome.returncode}\n{block.text}\n"
         f"stdout:\n{outcome.stdout[-4000:]}\nstderr:\n{outcome.stderr[-4000:]}{server_log}"
     )
+    written = {path for path, time in files_in(workspace).items() if before.get(path) != time}
+    stray = left_to_git_status(written)
+    assert not stray, f"{block.where} writes {stray[:5]} where git status would list them"
 
 
 def test_the_readme_and_every_manual_page_have_runnable_examples() -> None:

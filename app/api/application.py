@@ -18,7 +18,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
-from app import __version__
+from app import SUMMARY, __version__
 from app.api import (
     explain_routes,
     kserve_routes,
@@ -56,9 +56,9 @@ CONTROL_STOP_S = 1.0
 thread is a daemon), its model would serve nobody."""
 
 DESCRIPTION = (
-    "CAM / Grad-CAM explanations of image classifiers. POST an image to `/v1/cam` for the "
-    "heatmap overlay, or to `/v1/explain` for predictions, several methods and classes, and the "
-    'heatmaps as JSON. Errors are always `{"error": {"code", "message"}}`.'
+    f"{SUMMARY} POST an image to `/v1/cam` for the heatmap overlay, or to `/v1/explain` for "
+    "the predictions (a detector's boxes, a segmenter's masks), several methods and classes, "
+    'and the heatmaps as JSON. Errors are always `{"error": {"code", "message"}}`.'
 )
 
 

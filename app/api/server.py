@@ -1,24 +1,34 @@
-"""Running the app under uvicorn, exiting with the reason when no model can be served."""
+"""Running the app under uvicorn, exiting with the reason when no model can be served.
+
+The port is bound before anything loads (``listening.py``): a taken port ends the start at once.
+The start-up report, which says "ready", waits for both the models and uvicorn serving on the
+port, whichever comes last.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import signal
+import socket
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import uvicorn
 
 from app.api.application import create_app
+from app.api.listening import listening_sockets
 from app.api.startup_report import page_url, startup_report
 from app.config import Settings
 from app.engine.errors import ModelError
 from app.serving.served_models import ModelHub
 from app.serving.worker import BatchingWorker
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "exit_if_worker_left", "run_server"]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "ReadyGate", "exit_if_worker_left", "run_server"]
+
+logger = logging.getLogger(__name__)
 
 GRACEFUL_SHUTDOWN_S = 30
 """How long in-flight requests get to finish after SIGTERM."""
@@ -38,6 +48,49 @@ def _exit_cleanly_after_signals() -> Iterator[None]:
             signal.signal(number, handler)
 
 
+class ReadyGate:
+    """Calls ``announce`` once, when both the models have loaded and the server has started
+    serving, in whichever order the worker thread and the event loop report them."""
+
+    def __init__(self, announce: Callable[[ModelHub], None]) -> None:
+        self._announce = announce
+        self._lock = threading.Lock()
+        self._hub: ModelHub | None = None
+        self._serving = False
+        self._announced = False
+
+    def models_loaded(self, hub: ModelHub) -> None:
+        with self._lock:
+            self._hub = hub
+        self._announce_if_both()
+
+    def serving(self) -> None:
+        with self._lock:
+            self._serving = True
+        self._announce_if_both()
+
+    def _announce_if_both(self) -> None:
+        with self._lock:
+            hub = self._hub if self._serving and not self._announced else None
+            self._announced = self._announced or hub is not None
+        if hub is not None:
+            self._announce(hub)
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """uvicorn's server, telling ``on_serving`` once it serves on its sockets."""
+
+    def __init__(self, config: uvicorn.Config, on_serving: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_serving = on_serving
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            logger.info("listening on %s", page_url(self.config.host, self.config.port))
+            self._on_serving()
+
+
 def exit_if_worker_left(worker: BatchingWorker) -> None:
     """End the process at once, with 0, when the worker thread outlived the shutdown (a pass
     whose requests were all answered or cut off, see ``WORKER_STOP_S``): the interpreter's own
@@ -52,7 +105,9 @@ def exit_if_worker_left(worker: BatchingWorker) -> None:
 
 
 def run_server(settings: Settings) -> None:
-    """Serve until stopped; raise ``ModelError`` if no model could be loaded."""
+    """Serve until stopped; raise ``ListenError`` if the port cannot be listened on (before
+    loading anything), ``ModelError`` if no model could be loaded."""
+    sockets = listening_sockets(settings.host, settings.port)
     fatal: list[str] = []
     server: uvicorn.Server | None = None
 
@@ -66,10 +121,14 @@ def run_server(settings: Settings) -> None:
         served = [model.name for model in snapshot.models]
         default = settings.default_model or next(iter(served), None)
         url = page_url(settings.host, settings.port)
-        report_text = startup_report(url, served, default, snapshot.failures, settings.port)
-        print(report_text, flush=True)
+        chosen = "port" in settings.model_fields_set
+        text = startup_report(
+            url, served, default, snapshot.failures, settings.port, port_chosen=chosen
+        )
+        print(text, flush=True)
 
-    app = create_app(settings, on_fatal=stop_for, on_loaded=report)
+    gate = ReadyGate(report)
+    app = create_app(settings, on_fatal=stop_for, on_loaded=gate.models_loaded)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -78,9 +137,9 @@ def run_server(settings: Settings) -> None:
         access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
-    server = uvicorn.Server(config)
+    server = _AnnouncingServer(config, on_serving=gate.serving)
     with _exit_cleanly_after_signals():
-        server.run()
+        server.run(sockets=sockets)
     if fatal:
         raise ModelError(fatal[0])
     exit_if_worker_left(app.state.service.worker)

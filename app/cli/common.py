@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from app.cli.lazy_commands import cli
-from app.engine.errors import CamserveError
+from app.engine.errors import CamserveError, ManifestError
 from app.engine.models.manifest import ModelSpec, load_manifests
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ __all__ = [
     "fail",
     "load_chosen_model",
     "progress_bar",
+    "require_classifier",
 ]
 
 console = Console(stderr=True)
@@ -79,16 +80,42 @@ def choose_spec(
     return specs[0]
 
 
+DENSE_COMMANDS = {
+    "detection": (
+        "detector",
+        "`camserve explain-dataset` (Parquet rows) or `camserve export-fiftyone`",
+    ),
+    "segmentation": ("segmenter", "`camserve export-fiftyone`"),
+}
+"""What a detector and a segmenter are called, and the commands that explain their images."""
+
+
+def require_classifier(spec: ModelSpec, command: str) -> None:
+    """Refuse a detector or a segmenter in ``camserve COMMAND``, which explains classifiers,
+    naming the commands that explain it."""
+    if spec.task not in DENSE_COMMANDS:
+        return
+    kind, commands = DENSE_COMMANDS[spec.task]
+    raise ManifestError(
+        f"model {spec.name!r} is a {kind}, and `camserve {command}` explains classifiers; "
+        f"explain a {kind}'s images with {commands}, or serve it with `camserve serve` "
+        "(the page and /v1/explain)"
+    )
+
+
 def load_chosen_model(
     models_dir: Path, model: str | None, architecture: str | None, weights: str, layer: str | None
 ) -> LoadedModel:
-    """The model asked for; without --model or --architecture, the server's default (the first
-    model in the folder that loads), named on stderr with the reasons for any skipped."""
+    """The classifier asked for (a detector or segmenter refused, see ``require_classifier``);
+    without --model or --architecture, the server's default (the first model in the folder
+    that loads), named on stderr with the reasons for any skipped. For ``camserve explain``."""
     from app.engine.models.registry import load_model  # noqa: PLC0415 - imports torch
     from app.serving.served_models import first_loadable  # noqa: PLC0415 - imports torch
 
     if model is not None or architecture is not None:
-        return load_model(choose_spec(models_dir, model, architecture, weights, layer))
+        spec = choose_spec(models_dir, model, architecture, weights, layer)
+        require_classifier(spec, "explain")
+        return load_model(spec)
     loaded, failures = first_loadable(models_dir)
     for name, reason in failures.items():
         console.print(f"[yellow]skipped model[/] {name}: {reason}", highlight=False, soft_wrap=True)

@@ -22,6 +22,7 @@ from app.labeling.cvat import (
     DEFAULT_URL,
     SHAPE_TYPES,
     FunctionOptions,
+    function_labels,
     function_yaml,
     parse_shapes,
 )
@@ -80,7 +81,8 @@ def cvat_function(
         return
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
-    console.print(f"wrote {output} ({len(options.labels)} labels)", highlight=False)
+    labels = len(function_labels(options))
+    console.print(f"wrote {output} ({labels} labels)", highlight=False, soft_wrap=True)
 
 
 def _labels(spec: ModelSpec) -> list[str]:

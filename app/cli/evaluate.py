@@ -21,6 +21,7 @@ from app.cli.common import (
     console,
     fail,
     progress_bar,
+    require_classifier,
 )
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.engine import CamEngine
@@ -101,6 +102,7 @@ def eval_command(
     notes: list[str] = []
     try:
         spec = choose_spec(models_dir, model, architecture, weights, None)
+        require_classifier(spec, "eval")
         engine = CamEngine.from_loaded(load_model(spec), device=device)
         method_names = _eval_methods(methods)
         layer_names = _eval_layers(engine, layers)

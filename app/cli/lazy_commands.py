@@ -19,6 +19,7 @@ from typer._click.exceptions import UsageError
 from typer.main import get_command_from_info, get_command_name
 from typer.models import CommandInfo
 
+from app import SUMMARY
 from app.cli.help_names import ReadableGroup, use_readable_help
 
 __all__ = ["COMMAND_MODULES", "LazyCommandGroup", "cli"]
@@ -73,7 +74,7 @@ class LazyCommandGroup(ReadableGroup):
 
 cli = typer.Typer(
     cls=LazyCommandGroup,
-    help="CAM / Grad-CAM explanations of image classifiers.",
+    help=SUMMARY,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from app.engine.errors import MethodNotApplicableError, UnknownLayerError
 from app.engine.flat_gradients import GradientReach, empty_gradient_flags
-from app.engine.fusion import fused_results, layers_to_capture
+from app.engine.fusion import fused_results, layer_choices, layers_to_capture
 from app.engine.gradients import hooked_pass, model_input
 from app.engine.images.colormaps import DEFAULT_COLORMAP
 from app.engine.images.imaging import ImageInput, as_image_tensor
@@ -167,7 +167,8 @@ class CamEngine:
         modules: dict[str, nn.Module] = dict(self.model.named_modules())
         if name in modules and name:
             return modules[name]
-        return resolve_layer(self.model, name, self.candidate_layers)
+        choices = layer_choices(self.candidate_layers, self.fusion_layers)
+        return resolve_layer(self.model, name, choices)
 
     def compute_all(
         self,

@@ -30,7 +30,14 @@ from app.engine.errors import MethodNotApplicableError, UnknownLayerError
 from app.engine.images.render import normalize_maps
 from app.engine.results import CamMaps, CamResults
 
-__all__ = ["FUSED_LAYER", "default_layer", "fuse_maps", "fused_results", "layers_to_capture"]
+__all__ = [
+    "FUSED_LAYER",
+    "default_layer",
+    "fuse_maps",
+    "fused_results",
+    "layer_choices",
+    "layers_to_capture",
+]
 
 FUSED_LAYER = "fused"
 """The pseudo-layer whose maps fuse the engine's ``fusion_layers``."""
@@ -40,6 +47,12 @@ def default_layer(layer: str, fusion_layers: Sequence[str]) -> str:
     """The layer of a request that names none: ``fused`` for a model with fusion layers, else
     the model's own ``layer``."""
     return FUSED_LAYER if fusion_layers else layer
+
+
+def layer_choices(candidates: Sequence[str], fusion_layers: Sequence[str]) -> list[str]:
+    """The layers to offer when a name is not one: the model's candidates, and ``fused`` for a
+    model with fusion layers."""
+    return [*candidates, FUSED_LAYER] if fusion_layers else list(candidates)
 
 
 def fuse_maps(maps: Sequence[Tensor]) -> Tensor:

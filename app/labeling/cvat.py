@@ -28,11 +28,14 @@ import yaml
 __all__ = [
     "DEFAULT_NETWORK",
     "DEFAULT_URL",
+    "DENSE_ANSWERS",
     "DENSE_SHAPES",
     "SHAPE_TYPES",
     "FunctionOptions",
     "function_config",
+    "function_labels",
     "function_name",
+    "function_title",
     "function_yaml",
     "label_spec",
     "label_type",
@@ -45,6 +48,9 @@ SHAPE_TYPES = ("rectangle", "polygon", "mask")
 
 DENSE_SHAPES = {"detection": ("rectangle",), "segmentation": ("mask",)}
 """What a detector's and a segmenter's function return: its boxes, its masks."""
+
+DENSE_ANSWERS = {"detection": "boxes", "segmentation": "masks"}
+"""What a detector's and a segmenter's function answer with, as its name says."""
 
 DEFAULT_URL = "http://camserve:8000"
 """camserve as the function container sees it: the ``camserve`` alias on CVAT's network."""
@@ -134,6 +140,19 @@ def function_name(model: str) -> str:
     return f"camserve-{slug}" if slug else "camserve"
 
 
+def function_title(options: FunctionOptions) -> str:
+    """The name CVAT shows: the model and what the function answers with, the CAM method of a
+    classifier's regions, or a detector's boxes or a segmenter's masks (which no method makes)."""
+    answers = DENSE_ANSWERS.get(options.task, options.method)
+    return f"camserve {options.model} ({answers})"
+
+
+def function_labels(options: FunctionOptions) -> list[dict[str, Any]]:
+    """The labels the function lists: every class of a classifier, a detector's or segmenter's
+    without its background."""
+    return label_spec(options.labels, options.shapes, background=options.task not in DENSE_SHAPES)
+
+
 def function_config(options: FunctionOptions) -> dict[str, Any]:
     """The nuclio function configuration as a plain dict."""
     name = function_name(options.model)
@@ -142,14 +161,10 @@ def function_config(options: FunctionOptions) -> dict[str, Any]:
             "name": name,
             "namespace": "cvat",
             "annotations": {
-                "name": f"camserve {options.model} ({options.method})",
+                "name": function_title(options),
                 "type": "detector",
                 "framework": "pytorch",
-                "spec": _spec_text(
-                    label_spec(
-                        options.labels, options.shapes, background=options.task not in DENSE_SHAPES
-                    )
-                ),
+                "spec": _spec_text(function_labels(options)),
             },
         },
         "spec": {

@@ -1,5 +1,5 @@
 """``run_server``'s last step: a worker thread that outlived the shutdown does not turn a clean
-stop into a crash."""
+stop into a crash; and its start-up report waits for both the models and the port."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import cast
+
+from app.api.server import ReadyGate
+from app.serving.served_models import ModelHub
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,3 +56,21 @@ def test_a_worker_thread_left_in_torch_ends_the_process_with_0_and_flushed_outpu
     assert result.returncode == 0, result.stderr
     assert result.stdout == "printed before the exit"
     assert "logged before the exit" in result.stderr
+
+
+def test_the_ready_gate_announces_once_after_both_the_models_and_the_port() -> None:
+    """Whichever comes last, the models loading (worker thread) or uvicorn serving (event
+    loop), announces; once only."""
+    announced: list[object] = []
+    hub = cast(ModelHub, object())
+    loaded_first = ReadyGate(announced.append)
+    loaded_first.models_loaded(hub)
+    assert announced == []
+    loaded_first.serving()
+    loaded_first.serving()
+    assert announced == [hub]
+    serving_first = ReadyGate(announced.append)
+    serving_first.serving()
+    assert announced == [hub]
+    serving_first.models_loaded(hub)
+    assert announced == [hub, hub]

@@ -32,3 +32,11 @@ def test_the_port_hint_names_a_port_other_than_the_one_served(port: int, other: 
     assert another_port_hint(port) == (
         f"  another port: CAMSERVE_PORT={other} make serve (or camserve serve --port {other})"
     )
+
+
+def test_a_chosen_port_gets_no_hint_about_choosing_one() -> None:
+    report = startup_report("http://127.0.0.1:8011/", ["mini"], "mini", {}, 8011, port_chosen=True)
+    assert report.splitlines() == [
+        "camserve is ready: open http://127.0.0.1:8011/ (API docs: http://127.0.0.1:8011/docs)",
+        "  serving: mini (default)",
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -13,7 +14,7 @@ from app.cli import cli
 from app.engine.models.manifest import load_manifest
 from app.engine.models.registry import model_labels
 from app.labeling.cvat import FunctionOptions, function_yaml
-from tests.support import TINY_LABELS, write_test_models
+from tests.support import DENSE_LABELS, TINY_LABELS, write_test_models
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "deploy" / "cvat" / "camserve" / "function.yaml"
@@ -97,3 +98,21 @@ def test_the_shipped_function_yaml_is_up_to_date(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["cvat-function", *arguments])
     assert result.exit_code == 0, result.output
     assert output.read_bytes() == SHIPPED.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("model", "answers"), [("shapes-detector", "boxes"), ("shapes-segmenter", "masks")]
+)
+def test_a_dense_models_function_counts_its_listed_labels_and_names_its_answers(
+    tmp_path: Path, model: str, answers: str
+) -> None:
+    """The shape models list five classes, their background left out of the spec; no CAM
+    method makes a detector's boxes or a segmenter's masks, so the name says which they are."""
+    output = tmp_path / "function.yaml"
+    arguments = ["-m", model, "--models-dir", str(ROOT / "models"), "-o", str(output)]
+    result = runner.invoke(cli, ["cvat-function", *arguments])
+    assert result.exit_code == 0, result.output
+    assert f"({len(DENSE_LABELS) - 1} labels)" in result.output
+    annotations = yaml.safe_load(output.read_text(encoding="utf-8"))["metadata"]["annotations"]
+    assert len(json.loads(annotations["spec"])) == 5
+    assert annotations["name"] == f"camserve {model} ({answers})"

@@ -187,3 +187,15 @@ def test_eval_help_lists_its_options() -> None:
     assert result.exit_code == 0
     for option in ("--scenes", "--boxes", "--methods", "--layers", "--threshold", "--output"):
         assert option in result.output
+
+
+def test_a_detector_is_refused_with_the_commands_that_explain_it(tmp_path: Path) -> None:
+    shipped = Path(__file__).resolve().parents[2] / "models"
+    arguments = ["eval", "--scenes", "2", "--model", "shapes-detector", "-o", str(tmp_path)]
+    result = runner.invoke(cli, [*arguments, "--models-dir", str(shipped)])
+    assert result.exit_code == 1
+    assert " ".join(result.output.split()) == (
+        "error: model 'shapes-detector' is a detector, and `camserve eval` explains classifiers; "
+        "explain a detector's images with `camserve explain-dataset` (Parquet rows) or "
+        "`camserve export-fiftyone`, or serve it with `camserve serve` (the page and /v1/explain)"
+    )

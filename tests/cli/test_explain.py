@@ -313,3 +313,43 @@ def test_without_method_or_layer_the_models_own_defaults_apply_as_on_the_server(
     assert named.exit_code == 0, named.output
     (row,) = json.loads((tmp_path / "n.json").read_text())
     assert (row["method"], row["layer"]) == ("gradcam", "fused")
+
+
+@pytest.mark.parametrize(
+    ("model", "kind", "commands"),
+    [
+        (
+            "shapes-detector",
+            "detector",
+            "`camserve explain-dataset` (Parquet rows) or `camserve export-fiftyone`",
+        ),
+        ("shapes-segmenter", "segmenter", "`camserve export-fiftyone`"),
+    ],
+)
+def test_a_dense_model_is_refused_with_the_commands_that_explain_it(
+    images: Path, tmp_path: Path, model: str, kind: str, commands: str
+) -> None:
+    shipped = Path(__file__).resolve().parents[2] / "models"
+    arguments = ["explain", str(images), "-o", str(tmp_path / "out"), "--model", model]
+    result = runner.invoke(cli, [*arguments, "--models-dir", str(shipped)])
+    assert result.exit_code == 1
+    assert " ".join(result.output.split()) == (
+        f"error: model '{model}' is a {kind}, and `camserve explain` explains classifiers; "
+        f"explain a {kind}'s images with {commands}, or serve it with `camserve serve` "
+        "(the page and /v1/explain)"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unknown_layer_lists_fused_for_a_model_with_fusion_layers(
+    models_dir: Path, images: Path, tmp_path: Path
+) -> None:
+    (models_dir / "tiny.toml").write_text(
+        (models_dir / "tiny.toml").read_text() + 'fusion_layers = ["layer3", "layer4"]\n'
+    )
+    arguments = ["explain", str(images / "a.png"), "-o", str(tmp_path / "out"), "--layer", "nope"]
+    result = runner.invoke(cli, [*arguments, "--model", "tiny", "--models-dir", str(models_dir)])
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert "unknown layer 'nope'; candidates: " in text
+    assert ", layer4, fused (any module name" in text

@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from difflib import get_close_matches
 from functools import cache
 
 import torch
@@ -142,11 +143,25 @@ def _rule_for(architecture: str) -> LayerRule | None:
 def require_supported(architecture: str) -> None:
     """Raise ``UnknownArchitectureError`` listing the options unless ``architecture`` is one."""
     if architecture not in _supported():
+        close = _closest_architectures(architecture)
+        guess = f"did you mean {' or '.join(close)}? " if close else ""
         raise UnknownArchitectureError(
-            f"unsupported architecture {architecture!r}; supported: "
+            f"unsupported architecture {architecture!r}; {guess}supported: "
             f"{', '.join(_supported())} (models with auxiliary heads, such as googlenet and "
             "inception_v3, are not); for timm or Hugging Face models set 'source'"
         )
+
+
+def _closest_architectures(architecture: str) -> list[str]:
+    """The supported name spelled the same but for case and separators (``ResNet-18``:
+    ``resnet18``), else up to three that ``difflib`` finds close."""
+    folded = _folded(architecture)
+    same = [name for name in _supported() if _folded(name) == folded]
+    return same or get_close_matches(architecture.lower(), _supported(), n=3)
+
+
+def _folded(name: str) -> str:
+    return "".join(character for character in name.lower() if character.isalnum())
 
 
 def default_layer(architecture: str, module: nn.Module) -> str:

@@ -197,3 +197,29 @@ def test_model_labels_name_the_model_in_errors() -> None:
     spec = ModelSpec(name="odd", architecture="maxvit_t", weights="random")
     with pytest.raises(UnknownArchitectureError, match=r"model 'odd': unsupported architecture"):
         model_labels(spec)
+
+
+@pytest.mark.parametrize(
+    ("architecture", "guess"),
+    [
+        ("resnet-18", "resnet18"),
+        ("resnet_50", "resnet50"),
+        ("vgg16bn", "vgg16_bn"),
+        ("convnext", "convnext_tiny or convnext_base or convnext_small"),
+    ],
+)
+def test_a_misspelled_architecture_gets_the_closest_names_first(
+    architecture: str, guess: str
+) -> None:
+    spec = ModelSpec(name="mine", architecture=architecture, weights="random")
+    with pytest.raises(UnknownArchitectureError) as refused:
+        load_model(spec)
+    assert str(refused.value).startswith(
+        f"model 'mine': unsupported architecture '{architecture}'; did you mean {guess}? "
+        "supported: alexnet, "
+    )
+
+
+def test_a_name_like_no_architecture_gets_no_guess() -> None:
+    with pytest.raises(UnknownArchitectureError, match=r"'maxvit_t'; supported: alexnet, "):
+        build_model("maxvit_t", num_classes=10)
