@@ -90,11 +90,13 @@ class MaskedPasses:
 
     def fit_chunks(self, slice_s: float) -> int:
         """Cap ``chunk_size`` so that one chunk takes at most ``slice_s`` at the measured cost
-        per input (at least one input per chunk); the new chunk size. The chunks decide the
-        rounding of the maps, so call it once, when the model loads."""
+        per input (at least one input per chunk), rounded down to a power of two; the new chunk
+        size. The chunks decide the rounding of the maps, so call it once, when the model
+        loads; the power of two keeps the small variations of the measurement from one start
+        to the next from changing the chunks, and so the maps' last bits."""
         if self.clock.seconds > 0 and slice_s > 0:
             fitting = max(1, int(slice_s / self.clock.seconds))
-            self.chunk_size = min(self.chunk_size, fitting)
+            self.chunk_size = min(self.chunk_size, 1 << (fitting.bit_length() - 1))
         return self.chunk_size
 
     @contextmanager

@@ -174,7 +174,10 @@ def test_a_long_job_whose_client_leaves_frees_the_worker_within_one_slice() -> N
 def test_chunks_fit_the_slice_at_the_measured_cost_per_input() -> None:
     passes = MaskedPasses(torch.nn.Conv2d(3, 4, 1), torch.device("cpu"), (8, 8), chunk_size=64)
     passes.clock.seconds = 0.01
-    assert passes.fit_chunks(0.15) == 15
+    assert passes.fit_chunks(0.15) == 8  # 15 inputs fit: the power of two below
+    passes.chunk_size = 64
+    passes.clock.seconds = 0.012  # a slower start fits 12: the same chunks, the same bits
+    assert passes.fit_chunks(0.15) == 8
     assert passes.fit_chunks(0.005) == 1
     passes.chunk_size = 8
     assert passes.fit_chunks(0.15) == 8  # never more than the configured chunk
