@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from app.engine.models.manifest import ModelSpec
@@ -32,6 +33,9 @@ from tests.threads import server_environment
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SERVED_MODELS = "efficientnet_lite0,shapes,shapes-detector,shapes-segmenter"
+DEMO_FIRST = "shapes,efficientnet_lite0"
+"""An operator's order that makes the demo model the default (issue #41): the examples that
+call a model by its layers must name it."""
 README_ADDRESSES = ("127.0.0.1:8000", "localhost:8000")
 """Where the examples expect ``make serve``; replaced by the live server's address."""
 WORKSPACE_LINKS = ("app", "models")
@@ -123,6 +127,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield running
 
 
+@pytest.fixture(scope="module")
+def demo_first_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with live_server(
+        SHIPPED_MODELS, tmp_path_factory.mktemp("demo-first"), {"models": DEMO_FIRST}
+    ) as running:
+        yield running
+
+
 def example_environment() -> dict[str, str]:
     """A user's shell: this environment's ``camserve`` and ``python`` first on the PATH, no
     CAMSERVE_* variables, one torch thread (as every server the tests start)."""
@@ -168,6 +180,25 @@ def test_example_runs_as_written(
     assert outcome.returncode == 0, (
         f"{block.where} exited with {outcome.returncode}\n{block.text}\n"
         f"stdout:\n{outcome.stdout[-4000:]}\nstderr:\n{outcome.stderr[-4000:]}{server_log}"
+    )
+
+
+CLIENT_BLOCKS = [block for block in RUNNABLE if block.document.name == "client.md"]
+
+
+@pytest.mark.parametrize("block", CLIENT_BLOCKS, ids=[block.where for block in CLIENT_BLOCKS])
+def test_client_examples_run_whatever_the_default_model(
+    block: Block, workspace: Path, demo_first_server: LiveServer
+) -> None:
+    """docs/client.md's examples name the models they use, so they run against a server whose
+    default is another model: here ``shapes``, the first of CAMSERVE_MODELS."""
+    listing = httpx.get(demo_first_server.url("/v1/models")).json()
+    assert listing["default_model"] == "shapes"
+    assert [model["name"] for model in listing["models"]] == DEMO_FIRST.split(",")
+    outcome = run_block(block, workspace, demo_first_server.port)
+    assert outcome.returncode == 0, (
+        f"{block.where} exited with {outcome.returncode}\n"
+        f"stdout:\n{outcome.stdout[-4000:]}\nstderr:\n{outcome.stderr[-4000:]}"
     )
 
 

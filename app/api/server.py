@@ -64,7 +64,7 @@ def run_server(settings: Settings) -> None:
     def report(hub: ModelHub) -> None:
         snapshot = hub.snapshot()
         served = [model.name for model in snapshot.models]
-        default = settings.default_model or next(iter(served), None)
+        default = snapshot.default_model
         url = page_url(settings.host, settings.port)
         report_text = startup_report(url, served, default, snapshot.failures, settings.port)
         print(report_text, flush=True)
