@@ -54,6 +54,13 @@ class Settings(BaseSettings):
         description="Model used when a request names none; default: the first of 'models' "
         "that serves, or with 'models' empty the first in name order that serves.",
     )
+    allow_downloads: bool = Field(
+        True,
+        description="Whether loading a model may download pretrained weights that are not in "
+        "the local caches (torchvision, timm, Hugging Face Hub); false refuses such a model "
+        "with the 'camserve fetch-weights' command to run, and keeps the Hugging Face "
+        "libraries offline.",
+    )
     device: str = Field("auto", description="auto (CUDA when available), cpu, cuda or cuda:N.")
     autocast: str = Field("none", description="Reduced precision on CUDA: none, bf16 or fp16.")
     max_batch_size: int = Field(8, ge=1, le=1024, description="Most images in one batch.")

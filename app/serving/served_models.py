@@ -30,6 +30,7 @@ from app.serving.cam_layers import cam_layers
 from app.serving.dense_models import load_dense_explainer
 from app.serving.errors import ModelUnavailableError, NotReadyError
 from app.serving.model_versions import ModelVersions
+from app.serving.offline_loading import require_local_weights
 from app.serving.score_cam_cost import measure_score_cam_cost
 from app.serving.served_model import ServedModel
 from app.serving.warm_up import warm_up
@@ -152,6 +153,8 @@ class ModelHub:
         placement: tuple[torch.device, torch.dtype | None, torch.dtype | None],
     ) -> tuple[Explainer, ServedModel]:
         device, autocast, masked_dtype = placement
+        if not self.settings.allow_downloads:
+            require_local_weights(spec)
         load = (
             partial(load_classifier, score_cam_dtype=masked_dtype)
             if spec.task == "classification"
