@@ -53,9 +53,13 @@ RUN pip install --no-deps --no-compile . && rm -rf build ./*.egg-info /build
 COPY models ./models
 
 # --- the image that runs: non-root, weights cache under TORCH_HOME ----------------------------
+# A container serves what it was built or mounted with and downloads nothing while it serves
+# (CAMSERVE_ALLOW_DOWNLOADS=false): missing weights are a load error naming the
+# `camserve fetch-weights` command, which still downloads when run on purpose.
 FROM application AS runtime
 ARG FETCH_WEIGHTS=""
 ENV TORCH_HOME=/var/cache/camserve/torch \
+    CAMSERVE_ALLOW_DOWNLOADS=false \
     CAMSERVE_HOST=0.0.0.0 \
     CAMSERVE_PORT=8000 \
     CAMSERVE_MODELS_DIR=/srv/camserve/models

@@ -46,10 +46,20 @@ class Settings(BaseSettings):
     models_dir: Path = Field(DEFAULT_MODELS_DIR, description="Folder of model manifests (*.toml).")
     models: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="Comma-separated model names to serve; empty serves every manifest.",
+        description="Comma-separated model names to serve; empty serves every manifest. The "
+        "first of them that serves is the default model unless default_model names one.",
     )
     default_model: str | None = Field(
-        None, description="Model used when a request names none; default: the first loaded."
+        None,
+        description="Model used when a request names none; default: the first of 'models' "
+        "that serves, or with 'models' empty the first in name order that serves.",
+    )
+    allow_downloads: bool = Field(
+        True,
+        description="Whether loading a model may download pretrained weights that are not in "
+        "the local caches (torchvision, timm, Hugging Face Hub); false refuses such a model "
+        "with the 'camserve fetch-weights' command to run, and keeps the Hugging Face "
+        "libraries offline.",
     )
     device: str = Field("auto", description="auto (CUDA when available), cpu, cuda or cuda:N.")
     autocast: str = Field("none", description="Reduced precision on CUDA: none, bf16 or fp16.")

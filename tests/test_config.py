@@ -19,6 +19,15 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.max_batch_size == 8
     assert settings.api_key is None
     assert settings.models == []
+    assert settings.allow_downloads is True  # as before the setting existed
+
+
+@pytest.mark.parametrize(("value", "allowed"), [("false", False), ("0", False), ("true", True)])
+def test_downloads_can_be_turned_off(
+    monkeypatch: pytest.MonkeyPatch, value: str, allowed: bool
+) -> None:
+    monkeypatch.setenv("CAMSERVE_ALLOW_DOWNLOADS", value)
+    assert load_settings().allow_downloads is allowed
 
 
 def test_environment_and_comma_lists(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from app.engine.models.manifest import ModelSpec
@@ -34,6 +35,9 @@ from tests.threads import server_environment
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SERVED_MODELS = "efficientnet_lite0,shapes,shapes-detector,shapes-segmenter"
+DEMO_FIRST = "shapes,efficientnet_lite0"
+"""An operator's order that makes the demo model the default (issue #41): the examples that
+call a model by its layers must name it."""
 README_ADDRESSES = ("127.0.0.1:8000", "localhost:8000")
 """Where the examples expect ``make serve``; replaced by the live server's address."""
 WORKSPACE_LINKS = ("app", "models")
@@ -121,6 +125,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """``make serve`` as the examples expect it: the shipped models, default settings."""
     with live_server(
         SHIPPED_MODELS, tmp_path_factory.mktemp("server"), {"models": SERVED_MODELS}
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def demo_first_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with live_server(
+        SHIPPED_MODELS, tmp_path_factory.mktemp("demo-first"), {"models": DEMO_FIRST}
     ) as running:
         yield running
 
@@ -215,6 +227,25 @@ def test_example_runs_as_written(
     written = {path for path, time in files_in(workspace).items() if before.get(path) != time}
     stray = left_to_git_status(written)
     assert not stray, f"{block.where} writes {stray[:5]} where git status would list them"
+
+
+CLIENT_BLOCKS = [block for block in RUNNABLE if block.document.name == "client.md"]
+
+
+@pytest.mark.parametrize("block", CLIENT_BLOCKS, ids=[block.where for block in CLIENT_BLOCKS])
+def test_client_examples_run_whatever_the_default_model(
+    block: Block, workspace: Path, demo_first_server: LiveServer
+) -> None:
+    """docs/client.md's examples name the models they use, so they run against a server whose
+    default is another model: here ``shapes``, the first of CAMSERVE_MODELS."""
+    listing = httpx.get(demo_first_server.url("/v1/models")).json()
+    assert listing["default_model"] == "shapes"
+    assert [model["name"] for model in listing["models"]] == DEMO_FIRST.split(",")
+    outcome = run_block(block, workspace, demo_first_server.port)
+    assert outcome.returncode == 0, (
+        f"{block.where} exited with {outcome.returncode}\n"
+        f"stdout:\n{outcome.stdout[-4000:]}\nstderr:\n{outcome.stderr[-4000:]}"
+    )
 
 
 def test_the_readme_and_every_manual_page_have_runnable_examples() -> None:

@@ -23,6 +23,7 @@ async def list_models(service: ServiceDep) -> ModelsResponse:
             )
             for model in snapshot.models
         ],
+        default_model=snapshot.default_model,
         failed=snapshot.failures,
         request_timeout_s=service.settings.request_timeout_s,
         model_control=service.settings.model_control,

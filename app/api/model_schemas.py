@@ -53,7 +53,15 @@ class ModelInfo(BaseModel):
 
 
 class ModelsResponse(BaseModel):
-    models: list[ModelInfo]
+    models: list[ModelInfo] = Field(
+        description="The served models, the default first, then the others in the order the "
+        "default is chosen from (CAMSERVE_MODELS' order, then name order)."
+    )
+    default_model: str | None = Field(
+        description="The model of a request that names none: CAMSERVE_DEFAULT_MODEL, else the "
+        "first model of CAMSERVE_MODELS that serves, else the first in name order that serves "
+        "(null while none serves)."
+    )
     failed: dict[str, str] = Field(
         description="Models that could not be loaded and do not serve, with why."
     )

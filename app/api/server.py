@@ -119,7 +119,7 @@ def run_server(settings: Settings) -> None:
     def report(hub: ModelHub) -> None:
         snapshot = hub.snapshot()
         served = [model.name for model in snapshot.models]
-        default = settings.default_model or next(iter(served), None)
+        default = snapshot.default_model
         url = page_url(settings.host, settings.port)
         chosen = "port" in settings.model_fields_set
         text = startup_report(

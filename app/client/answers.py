@@ -118,6 +118,7 @@ def model_list(body: Mapping[str, Any]) -> ModelList:
     return ModelList(
         models=tuple(ModelInfo.from_json(item) for item in body["models"]),
         failed=dict(body.get("failed", {})),
+        default_model=body.get("default_model"),
         request_timeout_s=_optional_float(body.get("request_timeout_s")),
         model_control=str(body.get("model_control", "none")),
     )

@@ -278,6 +278,9 @@ class ModelList:
 
     models: tuple[ModelInfo, ...]
     failed: dict[str, str]
+    default_model: str | None = None
+    """The model of a request that names none (``None`` while none serves, or from a server
+    that does not say); ``models`` lists it first."""
     request_timeout_s: float | None = None
     """The server's deadline per request in seconds (``None`` from a server that does not say)."""
     model_control: str = "none"

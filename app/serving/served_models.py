@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import partial
@@ -30,6 +30,7 @@ from app.serving.cam_layers import cam_layers
 from app.serving.dense_models import load_dense_explainer
 from app.serving.errors import ModelUnavailableError, NotReadyError
 from app.serving.model_versions import ModelVersions
+from app.serving.offline_loading import require_local_weights
 from app.serving.score_cam_cost import measure_score_cam_cost
 from app.serving.served_model import ServedModel
 from app.serving.warm_up import warm_up
@@ -45,6 +46,7 @@ __all__ = [
     "load_classifier",
     "load_failure",
     "select_specs",
+    "serving_order",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,11 +65,14 @@ class HubSnapshot:
 
     states: dict[str, LoadState]
     models: list[ServedModel]
-    """In load order."""
+    """In the order of ``serving_order``: the default model first."""
     failures: dict[str, str]
     """Why each model that does not serve failed to load."""
     load_errors: dict[str, str] = field(default_factory=dict)
     """Why the last load of a new version failed, for models whose older version serves on."""
+    default_model: str | None = None
+    """The model of a request that names none (``default_model``); ``None`` while none serves
+    and none is configured."""
 
 
 @dataclass
@@ -148,6 +153,8 @@ class ModelHub:
         placement: tuple[torch.device, torch.dtype | None, torch.dtype | None],
     ) -> tuple[Explainer, ServedModel]:
         device, autocast, masked_dtype = placement
+        if not self.settings.allow_downloads:
+            require_local_weights(spec)
         load = (
             partial(
                 load_classifier,
@@ -234,12 +241,16 @@ class ModelHub:
     def snapshot(self) -> HubSnapshot:
         """Copies of the states, served models and failures, all from the same moment."""
         with self._lock:
-            return HubSnapshot(
-                dict(self.states),
-                list(self.models.values()),
-                dict(self.failures),
-                dict(self.load_errors),
-            )
+            states, served = dict(self.states), dict(self.models)
+            failures, load_errors = dict(self.failures), dict(self.load_errors)
+        order = serving_order(self.settings, served)
+        return HubSnapshot(
+            states,
+            [served[name] for name in order],
+            failures,
+            load_errors,
+            default_model=self.settings.default_model or next(iter(order), None),
+        )
 
     @property
     def ready(self) -> bool:
@@ -253,7 +264,7 @@ class ModelHub:
         snapshot = self.snapshot()
         models = {model.name: model for model in snapshot.models}
         if name is None:
-            name = self.settings.default_model or next(iter(models), None)
+            name = snapshot.default_model
             if name is None:
                 raise NotReadyError("no model could be loaded; see /readyz")
         model = models.get(name)
@@ -274,6 +285,16 @@ class ModelHub:
                 f"model {name!r} is configured but failed to load: {reason}; served models: {known}"
             )
         raise UnknownModelError(f"unknown model {name!r}; served models: {known}")
+
+
+def serving_order(settings: Settings, served: Iterable[str]) -> list[str]:
+    """The served models in the order the default is chosen from: ``default_model`` when set
+    and served, then those of ``models`` in the order the operator named them, then the others
+    in name order. The default model is ``default_model`` if set, else the first of these."""
+    present = set(served)
+    named = [settings.default_model] if settings.default_model else []
+    ranked = [*named, *settings.models, *sorted(present)]
+    return [name for name in dict.fromkeys(ranked) if name in present]
 
 
 def load_failure(name: str, error: Exception) -> str:

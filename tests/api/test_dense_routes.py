@@ -44,6 +44,7 @@ from tests.dense_matching import (
 )
 from tests.support import DENSE_LABELS, image_bytes, scene_bytes, write_dense_models
 from tests.tolerances import NETWORK
+from tests.v2_answers import json_request
 
 WIDTH, HEIGHT = 200, 150
 TOLERANCE = NETWORK  # the rule of tests/tolerances.py, at the maps' scale
@@ -72,6 +73,14 @@ def explain(client: TestClient, data: bytes, **params: Any) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
+
+
+def v2_explained_classes(client: TestClient, data: bytes, model: str) -> list[int]:
+    """The classes a V2 inference of ``data`` explains, with no parameters."""
+    response = client.post(f"/v2/models/{model}/infer", json=json_request(data))
+    assert response.status_code == 200, response.text
+    outputs = {output["name"]: output for output in response.json()["outputs"]}
+    return [int(value) for value in outputs["explanation_class"]["data"]]
 
 
 def image_tensor(data: bytes) -> torch.Tensor:
@@ -172,9 +181,10 @@ def test_a_segmenters_masks_predictions_and_maps(client: TestClient, dense_dir: 
     assert [s["area"] for s in segments] == sorted((s["area"] for s in segments), reverse=True)
     predictions = [(p["index"], p["probability"]) for p in body["predictions"]]
     assert predictions == [(s["class_index"], pytest.approx(s["fraction"])) for s in segments]
-    assert_largest_area_decisive([segment["area"] for segment in segments])
+    shapes = [segment for segment in segments if segment["class_index"] != 0]
+    assert_largest_area_decisive([shape["area"] for shape in shapes])
     (entry,) = body["explanations"]
-    assert entry["class_index"] == segments[0]["class_index"]  # the largest by area
+    assert entry["class_index"] == shapes[0]["class_index"]  # the largest but the background
     loaded = load_dense_model(find_spec(dense_dir, "regions"))
     engine = CamEngine.from_loaded(loaded)
     direct = engine.compute(
@@ -198,6 +208,37 @@ REFUSED: list[tuple[dict[str, Any], str | None]] = [
     ({"model": "regions", "box": "1,2,3"}, "four numbers"),
     ({"model": "boxes", "max_detections": 101}, None),
 ]
+
+
+def test_a_segmenter_explains_its_largest_class_but_the_background_unless_named(
+    client: TestClient,
+) -> None:
+    """The page's rule, kept by the server: a request that names no target explains the
+    largest class the segmenter found besides the background (this scene is mostly background),
+    on /v1/explain, /v1/cam and V2; the background is explained when a request names it."""
+    data = scene_bytes(WIDTH, HEIGHT, seed=7)
+    body = explain(client, data, model="regions", include="")
+    segments = body["segments"]
+    assert segments[0]["label"] == "__background__", "the scene is mostly background"
+    shapes = segments[1:]
+    assert_largest_area_decisive([shape["area"] for shape in shapes])
+    largest = shapes[0]
+    (entry,) = body["explanations"]
+    assert (entry["class_index"], entry["label"]) == (largest["class_index"], largest["label"])
+    cam = post_image(client, "/v1/cam", data, params={"model": "regions"})
+    assert cam.status_code == 200, cam.text
+    assert cam.headers["x-camserve-label"] == largest["label"]
+    assert float(cam.headers["x-camserve-score"]) == pytest.approx(largest["fraction"])
+    assert v2_explained_classes(client, data, "regions") == [largest["class_index"]]
+    named = explain(client, data, model="regions", target="__background__", include="")
+    (background,) = named["explanations"]
+    assert (background["class_index"], background["label"]) == (0, "__background__")
+    assert background["probability"] == pytest.approx(segments[0]["fraction"])
+    named_cam = post_image(
+        client, "/v1/cam", data, params={"model": "regions", "target": "__background__"}
+    )
+    assert named_cam.status_code == 200, named_cam.text
+    assert named_cam.headers["x-camserve-class"] == "0"
 
 
 def test_options_of_another_task_are_refused_and_disturb_nothing(client: TestClient) -> None:

@@ -71,13 +71,15 @@ def model(listing: dict[str, Any], name: str) -> dict[str, Any]:
 def test_models_lists_the_loaded_models_only(listing: dict[str, Any]) -> None:
     assert set(listing) == {
         "models",
+        "default_model",
         "failed",
         "request_timeout_s",
         "model_control",
         "poll_interval_s",
     }
     assert (listing["model_control"], listing["poll_interval_s"]) == ("none", 5.0)
-    assert sorted(entry["name"] for entry in listing["models"]) == ["mini", "tiny"]
+    assert [entry["name"] for entry in listing["models"]] == ["mini", "tiny"]  # by name
+    assert listing["default_model"] == "mini"
     for entry in listing["models"]:
         assert set(entry) == MODEL_FIELDS
 

@@ -95,5 +95,6 @@ def test_segments_come_with_their_masks(dense_server: LiveServer) -> None:
     coverage = np.sum(masks, axis=0)
     assert int(coverage.min()) == int(coverage.max()) == 1  # one class per pixel
     assert result.predictions[0].index == result.segments[0].class_index
-    assert_largest_area_decisive([segment.area for segment in result.segments])
-    assert result.explanations[0].class_index == result.segments[0].class_index
+    shapes = [segment for segment in result.segments if segment.label != "__background__"]
+    assert_largest_area_decisive([shape.area for shape in shapes])
+    assert result.explanations[0].class_index == shapes[0].class_index  # not the background

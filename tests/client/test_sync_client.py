@@ -141,6 +141,7 @@ def test_cam_returns_the_overlay_and_the_class_it_explains(client: Client, png: 
 def test_models_lists_the_served_model(client: Client) -> None:
     listing = client.models()
     assert listing.names() == ["shapes"]
+    assert listing.default_model == "shapes"
     assert listing.failed == {}
     assert listing.model_control == "none"
     shapes = listing.models[0]

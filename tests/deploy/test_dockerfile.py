@@ -98,6 +98,12 @@ def test_runs_as_a_numeric_non_root_user_with_torch_home_set() -> None:
     assert image_environment()["TORCH_HOME"] == "/var/cache/camserve/torch"
 
 
+def test_the_image_serves_with_downloads_off() -> None:
+    """A container downloads nothing while it serves (docs/docker.md says why); the start
+    command's test below serves the shipped models with this setting."""
+    assert image_environment()["CAMSERVE_ALLOW_DOWNLOADS"] == "false"
+
+
 def test_the_dockerignore_keeps_the_context_small() -> None:
     ignored = (ROOT / ".dockerignore").read_text().split()
     for entry in (".git", ".venv", "tests", "docs", "benchmarks"):

@@ -83,6 +83,44 @@ def test_get_waits_for_loading_then_defaults_to_the_first_model(tmp_path: Path) 
     assert configured.get(None).name == "b"
 
 
+@pytest.mark.parametrize(
+    ("settings", "default", "listed"),
+    [
+        ({}, "a", ["a", "b"]),
+        ({"models": ["b", "a"]}, "b", ["b", "a"]),
+        ({"models": ["broken", "b", "a"]}, "b", ["b", "a"]),
+        ({"default_model": "b"}, "b", ["b", "a"]),
+        ({"models": ["a", "b"], "default_model": "b"}, "b", ["b", "a"]),
+    ],
+)
+def test_the_default_model_is_the_setting_else_the_first_named_else_the_first_by_name(
+    tmp_path: Path, settings: dict[str, object], default: str, listed: list[str]
+) -> None:
+    """One rule: CAMSERVE_DEFAULT_MODEL; else the first model of CAMSERVE_MODELS that serves,
+    in the operator's order; else the first in name order. The snapshot lists the default
+    first, the others in the same order."""
+    hub = hub_for(write_manifests(tmp_path), **settings)
+    hub.load_all()
+    snapshot = hub.snapshot()
+    assert snapshot.default_model == default
+    assert hub.get(None).name == default
+    assert [model.name for model in snapshot.models] == listed
+
+
+def test_the_default_model_does_not_follow_the_order_models_were_loaded_in(
+    tmp_path: Path,
+) -> None:
+    """A model unloaded and loaded again (model control) comes back as the default it was."""
+    hub = hub_for(write_manifests(tmp_path))
+    hub.load_all()
+    served = hub.get("a")
+    hub.withdraw("a", forget=False)
+    assert hub.get(None).name == "b"
+    hub.publish(served)
+    assert hub.get(None).name == "a"
+    assert [model.name for model in hub.snapshot().models] == ["a", "b"]
+
+
 def test_get_explains_an_unknown_or_failed_model(tmp_path: Path) -> None:
     hub = hub_for(write_manifests(tmp_path))
     hub.load_all()

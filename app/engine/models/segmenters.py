@@ -20,6 +20,7 @@ from app.engine.images.resize_policy import Placement, place_maps
 __all__ = [
     "SegmentationScores",
     "area_ranking",
+    "background_last",
     "class_areas",
     "explaining_regions",
     "keeping_last_scores",
@@ -29,6 +30,11 @@ __all__ = [
     "region_mask",
     "segment",
 ]
+
+BACKGROUND = 0
+"""A segmenter's background class, first in its labels (torchvision's and camserve's own)."""
+BACKGROUND_RANK = 0.5
+"""The background's ranking area at most: below one pixel, above no pixel."""
 
 
 class SegmentationScores(nn.Module):
@@ -120,13 +126,24 @@ def region_mask(box: Sequence[float], placement: Placement) -> Tensor:
 
 def area_ranking(model: nn.Module, logits: Tensor) -> Tensor | None:
     """What a segmenter's default targets are ranked by instead of its ``logits``: the area its
-    last pass predicted for each class (the largest first); ``None`` for any other model (its
-    logits rank its classes)."""
+    last pass predicted for each class, the largest first, the background after the other
+    classes it predicted (``background_last``); ``None`` for any other model (its logits rank
+    its classes)."""
     if isinstance(model, SegmentationScores) and model.last_scores is not None:
         areas = class_areas(model.last_scores)
         if areas.shape == logits.shape:
-            return areas
+            return background_last(areas)
     return None
+
+
+def background_last(areas: Tensor) -> Tensor:
+    """(B, classes) ``areas`` with the background's area (class 0) lowered below every other
+    class's that the image shows, and kept above those it shows nowhere: a segmenter explains
+    the shapes or objects it found first, the background only when it found nothing else (or
+    when a request names it as its target)."""
+    ranking = areas.clone()
+    ranking[:, BACKGROUND] = areas[:, BACKGROUND].clamp(max=BACKGROUND_RANK)
+    return ranking
 
 
 def predicted_masks(scores: Tensor) -> Tensor:
@@ -149,7 +166,7 @@ def class_areas(scores: Tensor) -> Tensor:
 
 def largest_classes(module: SegmentationScores, inputs: Tensor, count: int = 1) -> Tensor:
     """(B, count) the classes that cover the most pixels of each image (ties: lower index),
-    from one pass without gradients: the default classes a segmentation explains."""
+    from one pass without gradients, the background counted like any class."""
     with torch.no_grad():
         areas = class_areas(module.scores(inputs))
     order: Tensor = torch.sort(areas, dim=1, descending=True, stable=True).indices

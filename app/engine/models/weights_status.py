@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.engine.errors import CamserveError, WeightsUnavailableError
+from app.engine.errors import CamserveError, ManifestError, WeightsUnavailableError
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.packaged import is_packaged, packaged_checkpoint
 from app.engine.models.weights_kind import WeightsKind, weights_kind
 
-__all__ = ["WeightsStatus", "weights_status"]
+__all__ = ["HUB_WEIGHT_FILES", "WeightsStatus", "weights_status"]
+
+HUB_WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+"""The files a Hub repository keeps its weights in, one of which timm and transformers read."""
 
 
 @dataclass(frozen=True)
@@ -20,6 +28,8 @@ class WeightsStatus:
     """A few words for a table cell."""
     detail: str
     """Where the weights are, or what is wrong and the command that fixes it."""
+    needs_download: bool = False
+    """Loading would download the weights: pretrained ones missing from their cache."""
 
 
 def weights_status(spec: ModelSpec) -> WeightsStatus:
@@ -70,7 +80,7 @@ def _pretrained_status(spec: ModelSpec) -> WeightsStatus:
     if path.is_file():
         return WeightsStatus(True, "in the cache", str(path))
     advice = fetch_advice(spec.architecture, entry.name)
-    return WeightsStatus(False, "missing", f"not in the cache ({path}): {advice}")
+    return WeightsStatus(False, "missing", f"not in the cache ({path}): {advice}", True)
 
 
 def _hub_status(spec: ModelSpec) -> WeightsStatus:
@@ -84,14 +94,19 @@ def _hub_status(spec: ModelSpec) -> WeightsStatus:
         if folder.is_dir():
             return WeightsStatus(True, "folder found", str(folder))
         repo: str | None = spec.architecture
+        needed = [("config.json",), HUB_WEIGHT_FILES]
     else:
         checkpoint = spec.resolve_path(weights)
         if checkpoint.suffix in {".pt", ".pth", ".bin", ".safetensors"} or "/" in weights:
             found = checkpoint.is_file()
             summary = "checkpoint found" if found else "checkpoint not found"
             return WeightsStatus(found, summary, str(checkpoint))
-        repo = _timm_hub_repo(spec)
-    if repo is not None and _in_hub_cache(repo):
+        try:
+            repo, weight_files = _timm_hub_files(spec)
+        except CamserveError as error:  # loading refuses it the same way, downloading nothing
+            return WeightsStatus(False, "unusable", str(error))
+        needed = [weight_files]  # timm reads the weights alone, no config.json
+    if repo is not None and all(_in_hub_cache(repo, files) for files in needed):
         return WeightsStatus(True, "in the cache", f"{repo} in the Hugging Face cache")
     return WeightsStatus(
         False,
@@ -99,28 +114,34 @@ def _hub_status(spec: ModelSpec) -> WeightsStatus:
         f"{repo or spec.architecture} is not in the Hugging Face cache: run 'camserve "
         f"fetch-weights {spec.name}' on a machine with internet and copy its cache here, or "
         "mount a filled cache at HF_HOME",
+        needs_download=True,
     )
 
 
-def _timm_hub_repo(spec: ModelSpec) -> str | None:
-    """The Hugging Face repository timm downloads ``spec``'s pretrained weights from."""
-    try:
-        import timm  # noqa: PLC0415 - an optional extra
+def _timm_hub_files(spec: ModelSpec) -> tuple[str | None, tuple[str, ...]]:
+    """The Hugging Face repository timm downloads ``spec``'s pretrained weights from, and the
+    files it may read them from (the model's own file name first, when timm names one). Raises
+    ``CamserveError`` without timm, or for weights timm does not publish."""
+    from app.engine.models.sources.timm_source import (  # noqa: PLC0415 - imports torch
+        timm_pretrained_name,
+    )
 
-        from app.engine.models.sources.timm_source import (  # noqa: PLC0415 - imports torch
-            timm_pretrained_name,
-        )
+    name = timm_pretrained_name(spec)  # imports timm, or names the extra to install
+    import timm  # noqa: PLC0415 - an optional extra, installed (checked above)
 
-        config = timm.models.get_pretrained_cfg(timm_pretrained_name(spec) or "")
-    except Exception:  # no extra, unknown name: the status says "missing" with the fix
-        return None
+    config = timm.models.get_pretrained_cfg(name or "")
+    if config is None:
+        raise ManifestError(f"timm publishes no pretrained weights {name!r}")
     repo = getattr(config, "hf_hub_id", None)
-    return repo if isinstance(repo, str) and repo else None
+    named = getattr(config, "hf_hub_filename", None)
+    files = (named, *HUB_WEIGHT_FILES) if isinstance(named, str) and named else HUB_WEIGHT_FILES
+    return (repo if isinstance(repo, str) and repo else None), files
 
 
-def _in_hub_cache(repo: str) -> bool:
+def _in_hub_cache(repo: str, files: tuple[str, ...]) -> bool:
+    """Whether the Hugging Face cache holds one of ``files`` of ``repo``."""
     try:
         from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415 - optional
     except ImportError:
         return False
-    return isinstance(try_to_load_from_cache(repo, "config.json"), str)
+    return any(isinstance(try_to_load_from_cache(repo, name), str) for name in files)

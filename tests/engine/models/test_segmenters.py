@@ -16,6 +16,7 @@ from app.engine.images.render import normalize_maps
 from app.engine.images.resize_policy import ResizePolicy, placement_for
 from app.engine.models.segmenters import (
     SegmentationScores,
+    background_last,
     class_areas,
     explaining_regions,
     largest_classes,
@@ -114,6 +115,18 @@ def test_largest_classes_orders_by_area(wrapped: SegmentationScores, inputs: Ten
     picked = areas.gather(1, classes)
     assert bool((picked[:, :-1] >= picked[:, 1:]).all())
     assert torch.equal(picked[:, 0], areas.amax(dim=1))
+
+
+def test_the_background_ranks_after_the_classes_shown_and_before_those_not_shown() -> None:
+    """Areas of four classes in three images: the background (class 0) covers most of the
+    first, all of the second, none of the third; the ranking's sort puts it after every class
+    the image shows and before those it shows nowhere (ties: the lower index)."""
+    areas = torch.tensor([[90.0, 4.0, 0.0, 6.0], [100.0, 0.0, 0.0, 0.0], [0.0, 70.0, 30.0, 0.0]])
+    ranking = background_last(areas)
+    order = torch.sort(ranking, dim=1, descending=True, stable=True).indices
+    assert order.tolist() == [[3, 1, 0, 2], [0, 1, 2, 3], [1, 2, 0, 3]]
+    assert torch.equal(ranking[:, 1:], areas[:, 1:]), "the other classes keep their areas"
+    assert torch.equal(areas[:, 0], torch.tensor([90.0, 100.0, 0.0])), "the input is untouched"
 
 
 def test_masks_come_back_at_the_original_size_through_the_resize() -> None:

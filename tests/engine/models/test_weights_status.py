@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import huggingface_hub.constants as hub_constants
 import pytest
 
 from app.engine.models.manifest import ModelSpec
 from app.engine.models.weights_status import weights_status
 from tests.engine.source_models import save_hf_folder, tiny_hf_resnet
+
+REVISION = "0" * 40
 
 
 def spec(folder: Path, **fields: str) -> ModelSpec:
@@ -44,9 +47,37 @@ def test_pretrained_hub_weights_missing_from_an_empty_cache_name_the_fetch_comma
     status = weights_status(
         spec(tmp_path, source="timm", architecture="resnet18", weights="DEFAULT")
     )
-    assert (status.ready, status.summary) == (False, "missing")
+    assert (status.ready, status.summary, status.needs_download) == (False, "missing", True)
     assert "camserve fetch-weights m" in status.detail
     assert "timm/resnet18" in status.detail
+
+
+def test_timm_weights_in_the_hub_cache_are_found_without_a_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """timm downloads a repository's weights file alone (``camserve fetch-weights`` too), never
+    its config.json: the weights file is what tells that the model is cached."""
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
+    entry = cache / "models--timm--resnet18.a1_in1k"
+    (entry / "refs").mkdir(parents=True)
+    (entry / "refs" / "main").write_text(REVISION)
+    (entry / "snapshots" / REVISION).mkdir(parents=True)
+    (entry / "snapshots" / REVISION / "model.safetensors").write_bytes(b"weights")
+    status = weights_status(
+        spec(tmp_path, source="timm", architecture="resnet18", weights="a1_in1k")
+    )
+    assert (status.ready, status.summary, status.needs_download) == (True, "in the cache", False)
+    assert status.detail == "timm/resnet18.a1_in1k in the Hugging Face cache"
+
+
+def test_timm_weights_timm_does_not_publish_are_unusable_not_missing(tmp_path: Path) -> None:
+    """Nothing to download: the loader refuses them in its own words, which the status gives."""
+    status = weights_status(
+        spec(tmp_path, source="timm", architecture="resnet18", weights="no_such_tag")
+    )
+    assert (status.ready, status.summary, status.needs_download) == (False, "unusable", False)
+    assert status.detail.startswith("timm has no pretrained weights 'no_such_tag' for resnet18")
 
 
 def test_a_hugging_face_folder_is_found(tmp_path: Path) -> None:
