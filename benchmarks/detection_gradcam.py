@@ -38,6 +38,11 @@ from benchmarks.engine_overhead import device_name, seconds_per_call
 from benchmarks.json_rows import write_rows
 
 DETECTIONS = 10
+LABELS = {
+    "forward": "forward alone",
+    "camserve": f"camserve Grad-CAM, {DETECTIONS} detections",
+    "naive": f"naive Grad-CAM, {DETECTIONS} backwards",
+}
 
 
 def build(architecture: str) -> Any:
@@ -86,21 +91,21 @@ def main() -> None:
             model([image])
 
     runs = {
-        "forward alone": forward,
-        f"camserve Grad-CAM, {DETECTIONS} detections": lambda: explain_detections(
+        "forward": forward,
+        "camserve": lambda: explain_detections(
             model, [image], ["gradcam"], max_detections=DETECTIONS
         ),
-        f"naive Grad-CAM, {DETECTIONS} backwards": lambda: naive_gradcam(model, image),
+        "naive": lambda: naive_gradcam(model, image),
     }
     seconds = seconds_per_call(runs, device, arguments.repeats)
-    floor = seconds["forward alone"]
+    floor = seconds["forward"]
     print(
         f"{arguments.architecture}, {arguments.size[1]} x {arguments.size[0]}, random weights, "
         f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}, "
         f"device {device_name(device)}"
     )
     for name, value in seconds.items():
-        print(f"{name:40s} {value:7.3f} s  ({value / floor:.2f}x the forward)")
+        print(f"{LABELS[name]:40s} {value:7.3f} s  ({value / floor:.2f}x the forward)")
     row = {"architecture": arguments.architecture, "detections": DETECTIONS, "seconds": seconds}
     write_rows(arguments.json, [row], device=device_name(device))
 
