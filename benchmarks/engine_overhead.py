@@ -173,6 +173,7 @@ def main() -> None:
         for batch_size in args.batch_sizes:
             t = measure(architecture, batch_size, device, args.autocast, args.repeats)
             rows.append({"model": architecture, "batch": batch_size, "seconds_per_image": t})
+            write_rows(args.json, rows, device=device_name(device), autocast=args.autocast)
             base = t["forward"]
             reference = t.get("pytorch_grad_cam")
             reference_cell = (
@@ -185,7 +186,6 @@ def main() -> None:
                 f"| {t['camserve_top5']:.4f} ({t['camserve_top5'] / base:.2f}×) |",
                 flush=True,
             )
-    write_rows(args.json, rows, device=device_name(device), autocast=args.autocast)
 
 
 def device_name(device: torch.device) -> str:

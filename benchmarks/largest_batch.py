@@ -159,20 +159,20 @@ def main() -> None:
     print("| model | batch | fitted | s | img/s | peak GiB | peak MiB/img |")
     print("|---|---:|---|---:|---:|---:|---:|")
     searches = []
-    for architecture in arguments.models:
+    for architecture in arguments.models:  # written after each: a run cut short keeps them
         searches.append(search(build(architecture, arguments), architecture, arguments))
+        write_rows(
+            arguments.json,
+            [asdict(done) for done in searches],
+            device=device_name(device),
+            autocast=arguments.autocast,
+            max=arguments.max,
+        )
     print()
     for done in searches:
         failure = "none" if done.first_failure is None else str(done.first_failure)
         note = "" if done.finished else " (stopped by the time budget)"
         print(f"{done.model}: largest batch {done.largest}, first failure {failure}{note}")
-    write_rows(
-        arguments.json,
-        [asdict(done) for done in searches],
-        device=device_name(device),
-        autocast=arguments.autocast,
-        max=arguments.max,
-    )
 
 
 if __name__ == "__main__":

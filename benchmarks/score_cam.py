@@ -211,8 +211,10 @@ def main() -> None:
         f"| camserve, {BUDGET} channels s (r vs exact) | pytorch-grad-cam s | peer / camserve |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    rows = [row for name in args.models for row in measure(name, device, args.rounds, args.reduced)]
-    write_rows(args.json, rows, device=device_name(device))
+    rows: list[dict[str, object]] = []
+    for name in args.models:  # written after each model: a run cut short keeps what it measured
+        rows += measure(name, device, args.rounds, args.reduced)
+        write_rows(args.json, rows, device=device_name(device))
 
 
 if __name__ == "__main__":

@@ -95,6 +95,7 @@ def main() -> None:
         for batch_size in args.batch_sizes:
             t = measure(architecture, batch_size, device, args.autocast, args.repeats)
             rows.append({"model": architecture, "batch": batch_size, "seconds_per_image": t})
+            write_rows(args.json, rows, device=device_name(device), autocast=args.autocast)
             base = t["gradcam"]
             peer = t.get("peer_six")
             peer_cell = f"{peer:.4f} ({peer / base:.2f}×)" if peer is not None else "n/a"
@@ -103,7 +104,6 @@ def main() -> None:
                 f"| {t['seven']:.4f} ({t['seven'] / base:.2f}×) | {peer_cell} |",
                 flush=True,
             )
-    write_rows(args.json, rows, device=device_name(device), autocast=args.autocast)
 
 
 if __name__ == "__main__":

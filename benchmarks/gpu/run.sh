@@ -3,7 +3,7 @@
 # "GPU run"): installs the wheels carried in .whl/ (benchmarks/gpu/fetch_wheels.sh) next to the
 # machine's own torch, then runs benchmarks/gpu/run.py, which writes summary.md, results.json
 # and junit.xml under $OUT; everything printed also goes to $OUT/log.txt. Bounded: the install
-# by 60 s, the parts by their budget (420 s), the program that runs them by 440 s.
+# by 60 s, the parts by their budget (440 s), the program that runs them by 460 s.
 #
 #   benchmarks/gpu/run.sh                                  # on the GPU machine, from anywhere
 #   OUT=out/gpu WHEELS= benchmarks/gpu/run.sh --device cpu --size tiny --budget-s 240  # dry run
@@ -29,6 +29,6 @@ mkdir -p "$OUT"
       --upgrade --target "$site" "$wheels"/*.whl && echo "installed $(ls "$wheels"/*.whl | wc -l) wheels into $site"
   fi
   export PYTHONPATH="${site:+$site:}$root${PYTHONPATH:+:$PYTHONPATH}"
-  timeout --kill-after=10 440 "$python" -m benchmarks.gpu.run --out "$OUT" "$@"
+  timeout --kill-after=10 460 "$python" -m benchmarks.gpu.run --out "$OUT" "$@"
   echo "exit: $?"
 } 2>&1 | tee -a "$OUT/log.txt"
