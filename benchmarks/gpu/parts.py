@@ -7,6 +7,7 @@ commands on small models and few repeats, so that the run cannot rot between GPU
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,10 +49,17 @@ class Part:
 
 def tests_part(size: str, work: Path) -> Part:
     environment = {"CAMSERVE_GPU_RECORD": str(work / RECORDS)}
+    # The CPU side of each comparison runs on every core: on the suite's one thread, the CPU's
+    # Score-CAM of EfficientNet-Lite0 alone takes minutes (2,560 masked passes).
+    environment["CAMSERVE_TEST_THREADS"] = str(os.cpu_count() or 1)
     files, selection = GPU_TEST_FILES, GPU_TESTS
     if size == "tiny":
         files, selection = ["tests/gpu"], DRY_RUN_TESTS
-        environment |= {"CAMSERVE_GPU_TESTS_DEVICE": "cpu", "CAMSERVE_GPU_TESTS_REQUESTS": "20"}
+        environment |= {
+            "CAMSERVE_GPU_TESTS_DEVICE": "cpu",
+            "CAMSERVE_GPU_TESTS_REQUESTS": "20",
+            "CAMSERVE_TEST_THREADS": "1",
+        }
     command = ["-m", "pytest", *files, "-k", selection, "-q", "-p", "no:cacheprovider"]
     command += ["-rfEs", "--tb=short", f"--junitxml={work / JUNIT}"]
     return Part("GPU tests", command, 150 if size == "full" else 90, None, environment)
