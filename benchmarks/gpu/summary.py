@@ -99,7 +99,7 @@ def map_rows(records: list[dict[str, Any]]) -> Iterator[Row]:
             "GPU tests",
             f"maps vs the CPU, {precision}: largest difference per model (its method)",
             result,
-            f"≤ {goal:g}" if goal is not None else "measure",
+            f"≤ {goal:.0e}" if goal is not None else "measure",
             verdict(largest <= goal) if goal is not None else "",
         )
 
