@@ -14,6 +14,7 @@ Usage::
 
     python -m benchmarks.detection_gradcam             # Faster R-CNN R50 FPN, 640 x 480
     python -m benchmarks.detection_gradcam --architecture fasterrcnn_mobilenet_v3_large_fpn
+    python -m benchmarks.detection_gradcam --device cuda
 
 Weights are random (seeded) with the score threshold at 0, so the detector keeps its 100 boxes;
 the cost of a pass does not depend on the weights' values.
@@ -32,9 +33,16 @@ from pytorch_grad_cam.utils.model_targets import FasterRCNNBoxScoreTarget
 
 from app.engine.detection_maps import explain_detections
 from app.engine.models.detector_pass import run_detector
-from benchmarks.engine_overhead import seconds_per_call
+from app.engine.models.devices import resolve_device
+from benchmarks.engine_overhead import device_name, seconds_per_call
+from benchmarks.json_rows import write_rows
 
 DETECTIONS = 10
+LABELS = {
+    "forward": "forward alone",
+    "camserve": f"camserve Grad-CAM, {DETECTIONS} detections",
+    "naive": f"naive Grad-CAM, {DETECTIONS} backwards",
+}
 
 
 def build(architecture: str) -> Any:
@@ -71,29 +79,35 @@ def main() -> None:
     parser.add_argument("--architecture", default="fasterrcnn_resnet50_fpn")
     parser.add_argument("--size", type=int, nargs=2, default=(480, 640), metavar=("H", "W"))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    parser.add_argument("--json", help="also write the measured seconds to this JSON file")
     arguments = parser.parse_args()
-    model = build(arguments.architecture)
-    image = torch.rand(3, *arguments.size, generator=torch.Generator().manual_seed(1))
+    device = resolve_device(arguments.device)
+    model = build(arguments.architecture).to(device)
+    image = torch.rand(3, *arguments.size, generator=torch.Generator().manual_seed(1)).to(device)
 
     def forward() -> None:
         with torch.no_grad():
             model([image])
 
     runs = {
-        "forward alone": forward,
-        f"camserve Grad-CAM, {DETECTIONS} detections": lambda: explain_detections(
+        "forward": forward,
+        "camserve": lambda: explain_detections(
             model, [image], ["gradcam"], max_detections=DETECTIONS
         ),
-        f"naive Grad-CAM, {DETECTIONS} backwards": lambda: naive_gradcam(model, image),
+        "naive": lambda: naive_gradcam(model, image),
     }
-    seconds = seconds_per_call(runs, torch.device("cpu"), arguments.repeats)
-    floor = seconds["forward alone"]
+    seconds = seconds_per_call(runs, device, arguments.repeats)
+    floor = seconds["forward"]
     print(
         f"{arguments.architecture}, {arguments.size[1]} x {arguments.size[0]}, random weights, "
-        f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}"
+        f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}, "
+        f"device {device_name(device)}"
     )
     for name, value in seconds.items():
-        print(f"{name:40s} {value:7.3f} s  ({value / floor:.2f}x the forward)")
+        print(f"{LABELS[name]:40s} {value:7.3f} s  ({value / floor:.2f}x the forward)")
+    row = {"architecture": arguments.architecture, "detections": DETECTIONS, "seconds": seconds}
+    write_rows(arguments.json, [row], device=device_name(device))
 
 
 if __name__ == "__main__":

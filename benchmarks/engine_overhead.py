@@ -36,6 +36,7 @@ from torchvision.models import get_model
 from app.engine.engine import CamEngine
 from app.engine.models.devices import parse_autocast, resolve_device
 from app.engine.models.registry import default_layer
+from benchmarks.json_rows import write_rows
 
 Reshape = Callable[[torch.Tensor], torch.Tensor]
 
@@ -70,7 +71,7 @@ def seconds_per_call(
 def measure(
     architecture: str, batch_size: int, device: torch.device, autocast: str, repeats: int
 ) -> dict[str, float]:
-    model = _randomise_zero_linears(get_model(architecture, weights=None)).eval()
+    model = randomise_zero_linears(get_model(architecture, weights=None)).eval()
     layer = default_layer(architecture, model)
     dtype = parse_autocast(autocast, device)
     engine = CamEngine(copy.deepcopy(model), layer, device=device, autocast=dtype)
@@ -124,7 +125,8 @@ def _reshape_for(architecture: str) -> Reshape | None:
     return None
 
 
-def _randomise_zero_linears(model: nn.Module) -> nn.Module:
+def randomise_zero_linears(model: nn.Module) -> nn.Module:
+    """``model`` with random weights in every linear layer whose weights are all zero."""
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, nn.Linear) and not module.weight.any():
@@ -146,6 +148,7 @@ def engine_arguments(description: str) -> argparse.Namespace:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--autocast", default="none", help="none, bf16 or fp16 (CUDA only)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", help="also write the measured rows to this JSON file")
     return parser.parse_args()
 
 
@@ -156,9 +159,8 @@ def main() -> None:
 
     print(
         f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} "
-        f"threads, torch {torch.__version__}, device {device}"
-        + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
-        + f", autocast {args.autocast}"
+        f"threads, torch {torch.__version__}, device {device_name(device)}, "
+        f"autocast {args.autocast}"
     )
     print()
     print(
@@ -166,9 +168,12 @@ def main() -> None:
         "| pytorch-grad-cam s/img (× fwd) | camserve top-5 s/img (× fwd) |"
     )
     print("|---|---:|---:|---:|---:|---:|")
+    rows: list[dict[str, object]] = []
     for architecture in args.models:
         for batch_size in args.batch_sizes:
             t = measure(architecture, batch_size, device, args.autocast, args.repeats)
+            rows.append({"model": architecture, "batch": batch_size, "seconds_per_image": t})
+            write_rows(args.json, rows, device=device_name(device), autocast=args.autocast)
             base = t["forward"]
             reference = t.get("pytorch_grad_cam")
             reference_cell = (
@@ -181,6 +186,13 @@ def main() -> None:
                 f"| {t['camserve_top5']:.4f} ({t['camserve_top5'] / base:.2f}×) |",
                 flush=True,
             )
+
+
+def device_name(device: torch.device) -> str:
+    """``cpu``, or ``cuda (NVIDIA H100 80GB HBM3)``: the device and, for a GPU, its name."""
+    if device.type != "cuda":
+        return str(device)
+    return f"{device} ({torch.cuda.get_device_name(device)})"
 
 
 if __name__ == "__main__":

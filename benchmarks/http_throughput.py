@@ -13,8 +13,10 @@
    engine-only run and an HTTP run with the first batch size, and their median ratio.
 
 The model is a ResNet-50 with random weights at 224 px (the cost of a pass does not depend on
-the weights' values). The load generator shares the machine with the server: on a small
-machine its CPU use is part of what is measured.
+the weights' values; ``--model`` names another torchvision architecture). The load generator
+shares the machine with the server: on a small machine its CPU use is part of what is measured.
+``--device`` places the engine and the servers (``auto``: CUDA when there is one, as a server
+would); ``--goal-only`` measures the goal pairs alone, without the sweeps of 1 and 2.
 
 Usage::
 
@@ -22,6 +24,7 @@ Usage::
     python -m benchmarks.http_throughput --batch-sizes 8 16 32 --concurrency 1 8 32 --rounds 8
     python -m benchmarks.http_throughput --format jpeg --server-env CAMSERVE_CODEC_THREADS=1
     OMP_NUM_THREADS=1 python -m benchmarks.http_throughput   # one torch thread, engine and server
+    python -m benchmarks.http_throughput --device cuda --goal-only --batch-sizes 32
 """
 
 from __future__ import annotations
@@ -49,8 +52,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.engine.engine import CamEngine
 from app.engine.images.imaging import decode_image, encode_image
+from app.engine.models.devices import resolve_device, synchronize
 from app.engine.models.manifest import load_manifests
 from app.engine.models.registry import load_model
+from benchmarks.engine_overhead import device_name
+from benchmarks.json_rows import write_rows
 from tests.harness.live_server import ServerProcess as Server
 from tests.harness.live_server import camserve_environment, running, start_camserve
 
@@ -109,9 +115,9 @@ def make_jpegs(count: int, seed: int = 0) -> list[bytes]:
     return images
 
 
-def write_manifest(folder: Path) -> Path:
-    (folder / f"{MODEL}.toml").write_text(
-        f'name = "{MODEL}"\narchitecture = "{MODEL}"\nweights = "random"\ninput_size = 224\n'
+def write_manifest(folder: Path, model: str = MODEL) -> Path:
+    (folder / f"{model}.toml").write_text(
+        f'name = "{model}"\narchitecture = "{model}"\nweights = "random"\ninput_size = 224\n'
     )
     return folder
 
@@ -123,9 +129,9 @@ def percentile(values: Sequence[float], q: float) -> float:
 # ------------------------------------------------------------------------------- engine only
 
 
-def build_engine(models_dir: Path) -> CamEngine:
-    spec = next(spec for spec in load_manifests(models_dir) if spec.name == MODEL)
-    return CamEngine.from_loaded(load_model(spec), device="cpu")
+def build_engine(models_dir: Path, model: str = MODEL, device: str = "cpu") -> CamEngine:
+    spec = next(spec for spec in load_manifests(models_dir) if spec.name == model)
+    return CamEngine.from_loaded(load_model(spec), device=device)
 
 
 def measure_engine(
@@ -140,6 +146,7 @@ def measure_engine(
         started, cpu_started = time.perf_counter(), time.process_time()
         for _ in range(calls):
             engine.explain(batch, "gradcam")
+        synchronize(engine.device)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         images = calls * batch_size
         results.append(EngineResult(batch_size, images / elapsed, 1000 * cpu / images))
@@ -223,11 +230,17 @@ async def _worker(
 
 
 async def run_load(
-    base_url: str, jpegs: list[bytes], concurrency: int, requests: int, image_format: str
+    base_url: str,
+    jpegs: list[bytes],
+    concurrency: int,
+    requests: int,
+    image_format: str,
+    *,
+    model: str = MODEL,
 ) -> tuple[list[Sample], float]:
     """``requests`` uploads from ``concurrency`` clients that each send one at a time."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    params = {"model": MODEL, "format": image_format}
+    params = {"model": model, "format": image_format}
     tickets = iter(range(requests))
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
         started = time.perf_counter()
@@ -263,6 +276,8 @@ class ServerConfig:
     max_wait_ms: float
     image_format: str
     extra_env: dict[str, str]
+    model: str = MODEL
+    device: str = "auto"
 
     @property
     def label(self) -> str:
@@ -281,18 +296,21 @@ class ServerConfig:
             "max_wait_ms": self.max_wait_ms,
             "queue_size": 1024,
             "request_timeout_s": 600,
+            "device": self.device,
         }
 
 
 def measure_level(
     server: Server, config: ServerConfig, jpegs: list[bytes], concurrency: int, requests: int
 ) -> LevelResult:
-    image_format = config.image_format
-    asyncio.run(run_load(server.base_url, jpegs, concurrency, WARM_UP_REQUESTS, image_format))
+    image_format, model = config.image_format, config.model
+    asyncio.run(
+        run_load(server.base_url, jpegs, concurrency, WARM_UP_REQUESTS, image_format, model=model)
+    )
     before = scrape(server.base_url)
     server_cpu, client_cpu = process_cpu_seconds(server.process.pid), time.process_time()
     samples, elapsed = asyncio.run(
-        run_load(server.base_url, jpegs, concurrency, requests, image_format)
+        run_load(server.base_url, jpegs, concurrency, requests, image_format, model=model)
     )
     server_cpu = process_cpu_seconds(server.process.pid) - server_cpu
     client_cpu = time.process_time() - client_cpu
@@ -348,13 +366,13 @@ def measure_goal_pairs(
     config: ServerConfig,
     jpegs: list[bytes],
     pairs: int,
+    requests: int = 4 * GOAL_CONCURRENCY,
 ) -> list[tuple[float, float]]:
     """(engine img/s, HTTP req/s) measured back to back, ``pairs`` times, for the goal.
 
     This machine's speed drifts by 20 % within minutes (a shared virtual machine), so a ratio
     of two numbers taken minutes apart says little. Each pair measures the engine alone (the
     idle server takes no CPU) and then HTTP at the goal concurrency, right after each other."""
-    requests = max(64, 4 * GOAL_CONCURRENCY)
     measured = []
     with running_server(models_dir, work_dir, config.settings, config.extra_env) as server:
         for index in range(pairs):
@@ -405,24 +423,25 @@ def print_report(
     pairs: list[tuple[float, float]],
     pair_config: str,
 ) -> None:
-    best = max(
-        (result for results in engine.values() for result in results),
-        key=lambda result: result.images_per_s,
-    )
     print()
     print(f"machine: {machine_line()}")
     print(f"command: {command}")
     print(f"load average (1/5/15 min) at start: {loads[0]}; at end: {loads[1]}")
     print()
-    _print_engine_table(engine)
-    print()
-    _print_server_table(levels, best.images_per_s)
-    print()
-    print("| stage (in-process, median per image) | ms |")
-    print("|---|---:|")
-    for name, milliseconds in stages.items():
-        print(f"| {name} | {milliseconds:.1f} |")
-    print()
+    if engine:  # the sweeps ran
+        best = max(
+            (result for results in engine.values() for result in results),
+            key=lambda result: result.images_per_s,
+        )
+        _print_engine_table(engine)
+        print()
+        _print_server_table(levels, best.images_per_s)
+        print()
+        print("| stage (in-process, median per image) | ms |")
+        print("|---|---:|")
+        for name, milliseconds in stages.items():
+            print(f"| {name} | {milliseconds:.1f} |")
+        print()
     print(
         f"| goal pairs ({pair_config}) | engine img/s | HTTP req/s at concurrency "
         f"{GOAL_CONCURRENCY} | ratio |"
@@ -484,6 +503,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--pairs", type=int, default=3, help="back-to-back engine/HTTP pairs for the goal ratio"
     )
+    parser.add_argument(
+        "--goal-requests", type=int, default=4 * GOAL_CONCURRENCY, help="requests of a goal pair"
+    )
+    parser.add_argument("--goal-only", action="store_true", help="only the goal pairs (part 3)")
+    parser.add_argument("--model", default=MODEL, help="a torchvision architecture")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (engine and servers)")
+    parser.add_argument("--json", help="also write the goal pairs to this JSON file")
     return parser.parse_args(argv)
 
 
@@ -492,30 +518,27 @@ def main() -> None:
     command = shlex.join([Path(sys.executable).name, *sys.argv])
     loads_start = load_average()
     extra_env = dict(item.split("=", 1) for item in args.server_env)
+    device = resolve_device(args.device)
     jpegs = make_jpegs(DISTINCT_IMAGES)
     print(f"{len(jpegs)} JPEGs, mean {statistics.mean(map(len, jpegs)) / 1024:.0f} KiB")
-    levels = [(c, max(args.min_requests, args.rounds * c)) for c in args.concurrency]
+
+    def config_of(max_batch_size: int) -> ServerConfig:
+        return ServerConfig(
+            max_batch_size, args.max_wait_ms, args.format, extra_env, args.model, str(device)
+        )
+
     with tempfile.TemporaryDirectory(prefix="camserve-bench-") as temp:
         work_dir = Path(temp)
-        models_dir = write_manifest(work_dir)
-        engine = build_engine(models_dir)
+        models_dir = write_manifest(work_dir, args.model)
+        engine = build_engine(models_dir, args.model, str(device))
         decoded = [decode_image(data).pixels for data in jpegs]
-        print("engine only, before the servers (none running):", flush=True)
-        engine_results = {
-            "before": measure_engine(engine, decoded, args.engine_batch_sizes, args.engine_images)
-        }
-        stages = stage_costs(jpegs)
+        engine_results: dict[str, list[EngineResult]] = {}
         results: list[LevelResult] = []
-        batch_sizes = [*args.batch_sizes, *([] if args.skip_unbatched else [1])]
-        for max_batch_size in batch_sizes:
-            config = ServerConfig(max_batch_size, args.max_wait_ms, args.format, extra_env)
-            print(f"server {config.label}:", flush=True)
-            results += measure_config(models_dir, work_dir, config, jpegs, levels)
-        print("engine only, after the servers (none running):", flush=True)
-        engine_results["after"] = measure_engine(
-            engine, decoded, args.engine_batch_sizes, args.engine_images
-        )
-        pair_config = ServerConfig(args.batch_sizes[0], args.max_wait_ms, args.format, extra_env)
+        if not args.goal_only:
+            engine_results, results = sweeps(
+                args, engine, decoded, jpegs, work_dir=work_dir, config_of=config_of
+            )
+        pair_config = config_of(args.batch_sizes[0])
         print(f"goal pairs, server {pair_config.label}:", flush=True)
         pairs = measure_goal_pairs(
             engine,
@@ -525,16 +548,54 @@ def main() -> None:
             config=pair_config,
             jpegs=jpegs,
             pairs=args.pairs,
+            requests=args.goal_requests,
         )
     print_report(
         engine_results,
         results,
-        stages=stages,
+        stages={} if args.goal_only else stage_costs(jpegs),
         command=command,
         loads=(loads_start, load_average()),
         pairs=pairs,
         pair_config=pair_config.label,
     )
+    write_rows(
+        args.json,
+        [{"engine_images_per_s": alone, "http_requests_per_s": http} for alone, http in pairs],
+        device=device_name(device),
+        model=args.model,
+        server=pair_config.label,
+        concurrency=GOAL_CONCURRENCY,
+    )
+
+
+def sweeps(
+    args: argparse.Namespace,
+    engine: CamEngine,
+    decoded: list[torch.Tensor],
+    jpegs: list[bytes],
+    *,
+    work_dir: Path,
+    config_of: Callable[[int], ServerConfig],
+) -> tuple[dict[str, list[EngineResult]], list[LevelResult]]:
+    """Parts 1 and 2: the engine alone at each batch size, before and after a server of each
+    ``max_batch_size`` answers each concurrency level (the models' manifest lies in
+    ``work_dir``)."""
+    levels = [(c, max(args.min_requests, args.rounds * c)) for c in args.concurrency]
+    print("engine only, before the servers (none running):", flush=True)
+    engine_results = {
+        "before": measure_engine(engine, decoded, args.engine_batch_sizes, args.engine_images)
+    }
+    results: list[LevelResult] = []
+    for max_batch_size in [*args.batch_sizes, *([] if args.skip_unbatched else [1])]:
+        config = config_of(max_batch_size)
+        print(f"server {config.label}:", flush=True)
+        results += measure_config(work_dir, work_dir, config, jpegs, levels)
+    print("engine only, after the servers (none running):", flush=True)
+    engine_results["after"] = measure_engine(
+        engine, decoded, args.engine_batch_sizes, args.engine_images
+    )
+    return engine_results, results
 
 
 if __name__ == "__main__":

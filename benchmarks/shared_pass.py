@@ -13,7 +13,8 @@ Usage::
     python benchmarks/shared_pass.py                  # resnet50 + vgg16, batch 1 and 8, 224²
     python benchmarks/shared_pass.py --device cuda --batch-sizes 64 --autocast bf16
 
-Weights are random: the cost of a pass does not depend on their values.
+Weights are random: the cost of a pass does not depend on their values (a ViT's zero-initialised
+head gets random weights, as in ``engine_overhead.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ from torchvision.models import get_model
 from app.engine.engine import CamEngine
 from app.engine.models.devices import parse_autocast, resolve_device
 from app.engine.models.registry import default_layer
-from benchmarks.engine_overhead import engine_arguments, seconds_per_call
+from benchmarks.engine_overhead import (
+    device_name,
+    engine_arguments,
+    randomise_zero_linears,
+    seconds_per_call,
+)
+from benchmarks.json_rows import write_rows
 from tests.harness.cam_peers import PYTORCH_GRAD_CAM
 
 SEVEN = ["cam", "gradcam", "gradcam++", "xgradcam", "hirescam", "layercam", "eigencam"]
@@ -40,7 +47,7 @@ PEERS = list(PYTORCH_GRAD_CAM.values())
 def measure(
     architecture: str, batch_size: int, device: torch.device, autocast: str, repeats: int
 ) -> dict[str, float]:
-    model = get_model(architecture, weights=None).eval()
+    model = randomise_zero_linears(get_model(architecture, weights=None)).eval()
     layer = default_layer(architecture, model)
     dtype = parse_autocast(autocast, device)
     engine = CamEngine(copy.deepcopy(model), layer, device=device, autocast=dtype)
@@ -74,7 +81,8 @@ def main() -> None:
     torch.manual_seed(0)
     print(
         f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} "
-        f"threads, torch {torch.__version__}, device {device}, autocast {args.autocast}"
+        f"threads, torch {torch.__version__}, device {device_name(device)}, "
+        f"autocast {args.autocast}"
     )
     print()
     print(
@@ -82,9 +90,12 @@ def main() -> None:
         "| pytorch-grad-cam, 6 methods s/img (× Grad-CAM) |"
     )
     print("|---|---:|---:|---:|---:|")
+    rows: list[dict[str, object]] = []
     for architecture in args.models:
         for batch_size in args.batch_sizes:
             t = measure(architecture, batch_size, device, args.autocast, args.repeats)
+            rows.append({"model": architecture, "batch": batch_size, "seconds_per_image": t})
+            write_rows(args.json, rows, device=device_name(device), autocast=args.autocast)
             base = t["gradcam"]
             peer = t.get("peer_six")
             peer_cell = f"{peer:.4f} ({peer / base:.2f}×)" if peer is not None else "n/a"
