@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     )
     device: str = Field("auto", description="auto (CUDA when available), cpu, cuda or cuda:N.")
     autocast: str = Field("none", description="Reduced precision on CUDA: none, bf16 or fp16.")
+    tf32: bool = Field(
+        False,
+        description="Let CUDA run float32 convolutions and matrix products in TF32 (faster on "
+        "Ampere and later, maps within about 1e-3 of the CPU's); false keeps full float32.",
+    )
     max_batch_size: int = Field(8, ge=1, le=1024, description="Most images in one batch.")
     max_wait_ms: float = Field(
         5.0, ge=0, le=10_000, description="How long a batch waits for more images after its first."

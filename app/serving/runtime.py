@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from app.config import Settings
-from app.engine.models.devices import resolve_device
+from app.engine.models.devices import resolve_device, set_float32_precision
 from app.serving.answer_cache import AnswerCache
 from app.serving.decoded_uploads import DecodedUploads
 from app.serving.model_control import ModelControl
@@ -33,7 +33,9 @@ def build_service(
     codec pool of one app. From the worker thread, once loading is over: ``on_fatal`` when no
     model loads, ``on_loaded`` when at least one does."""
     hub = ModelHub(settings)
-    metrics = Metrics(resolve_device(settings.device))
+    device = resolve_device(settings.device)
+    set_float32_precision(device, settings.tf32)
+    metrics = Metrics(device)
 
     def startup() -> dict[str, LiveVersion]:
         try:

@@ -9,6 +9,7 @@ __all__ = [
     "parse_autocast",
     "parse_score_cam_precision",
     "resolve_device",
+    "set_float32_precision",
     "synchronize",
 ]
 
@@ -60,3 +61,14 @@ def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work (a no-op on the CPU), so a timer measures it."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def set_float32_precision(device: torch.device, tf32: bool) -> None:
+    """Float32 convolutions and matrix products on a CUDA ``device`` in TF32 or in full
+    precision (the process's setting: torch's own default runs cuDNN's convolutions in TF32,
+    which rounds their inputs to 10 bits of mantissa). Nothing changes for a CPU."""
+    if device.type != "cuda":
+        return
+    precision = "tf32" if tf32 else "ieee"
+    torch.backends.cudnn.conv.fp32_precision = precision
+    torch.backends.cuda.matmul.fp32_precision = precision
