@@ -70,5 +70,5 @@ def set_float32_precision(device: torch.device, tf32: bool) -> None:
     if device.type != "cuda":
         return
     precision = "tf32" if tf32 else "ieee"
-    torch.backends.cudnn.conv.fp32_precision = precision
+    torch.backends.cudnn.conv.fp32_precision = precision  # type: ignore[attr-defined]
     torch.backends.cuda.matmul.fp32_precision = precision
