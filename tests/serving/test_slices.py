@@ -12,7 +12,6 @@ import torch
 
 from app.engine.engine import CamEngine
 from app.engine.hooks import count_hooks
-from app.engine.images.preprocess import Preprocessing
 from app.engine.score_cam import MaskedPasses
 from app.serving.errors import DeadlineExceededError
 from app.serving.prometheus import Metrics
@@ -20,13 +19,13 @@ from app.serving.worker import BatchingWorker, BatchKey, JobResult
 from tests.serving.test_worker import (
     SMALL,
     WAIT_LIMIT_S,
-    SlowCountingNet,
     got_no_result,
     make_job,
     outcomes,
     random_image,
     results,
     run,
+    slow_engine,
     stop,
 )
 from tests.threads import torch_threads_for_servers
@@ -34,18 +33,6 @@ from tests.threads import torch_threads_for_servers
 LONG = BatchKey("small", ("features",), 1, score_cam=True)
 SLICE_S = 0.01
 """Shorter than one masked pass of ``SlowCountingNet`` (20 ms): every chunk ends a slice."""
-
-
-def slow_engine() -> tuple[SlowCountingNet, CamEngine]:
-    model = SlowCountingNet()
-    engine = CamEngine(
-        model,
-        "features",
-        preprocessing=Preprocessing(input_size=(32, 32)),
-        device="cpu",
-        score_cam_batch_size=1,  # 16 channels: 16 chunks of one masked input
-    )
-    return model, engine
 
 
 def slicing_worker(engine: CamEngine, slice_s: float) -> tuple[BatchingWorker, Metrics]:

@@ -451,15 +451,22 @@ class SlowCountingNet(SmallConvNet):
         return super().forward(x)
 
 
-def test_a_batch_nobody_wants_stops_between_score_cam_chunks() -> None:
+def slow_engine() -> tuple[SlowCountingNet, CamEngine]:
+    """A ``SlowCountingNet`` and its engine, whose Score-CAM runs its 16 channels' masked
+    passes (after the first forward) in 16 chunks of one input, 20 ms each."""
     model = SlowCountingNet()
     engine = CamEngine(
         model,
         "features",
         preprocessing=Preprocessing(input_size=(32, 32)),
         device="cpu",
-        score_cam_batch_size=1,  # 16 channels: 16 masked passes after the first forward
+        score_cam_batch_size=1,
     )
+    return model, engine
+
+
+def test_a_batch_nobody_wants_stops_between_score_cam_chunks() -> None:
+    model, engine = slow_engine()
 
     async def scenario() -> tuple[Job, float, JobResult]:
         worker, metrics = make_worker({"small": engine})
