@@ -87,6 +87,12 @@ class Settings(BaseSettings):
         "0: long batches run whole.",
     )
     request_timeout_s: float = Field(30.0, gt=0, description="Per-request deadline (then 504).")
+    async_jobs: int = Field(
+        256, ge=1, description="Most asynchronous jobs kept (Prefer: respond-async; 429 beyond)."
+    )
+    async_job_keep_s: float = Field(
+        300.0, gt=0, description="Seconds an asynchronous job's answer is kept after it finished."
+    )
     max_upload_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest upload (413).")
     max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1, description="Largest width × height (413).")
     max_top_k: int = Field(10, ge=1, description="Largest top_k a request may ask for.")

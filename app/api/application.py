@@ -21,6 +21,7 @@ from fastapi_offline import FastAPIOffline
 from app import SUMMARY, __version__
 from app.api import (
     explain_routes,
+    job_routes,
     kserve_routes,
     labelstudio_routes,
     model_routes,
@@ -107,8 +108,8 @@ def create_app(
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origins,
-            allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Prefer", "X-Request-ID"],
             expose_headers=[
                 "X-Request-ID",
                 "X-Camserve-Class",
@@ -120,6 +121,9 @@ def create_app(
                 "X-Camserve-Layer",
                 "X-Camserve-Cache",
                 "X-Camserve-Pass",
+                "X-Camserve-Job-State",
+                "X-Camserve-Job-Progress",
+                "Location",
             ],
         )
     # Added first, so it runs inside the request context (request id, metrics, log line).
@@ -134,6 +138,7 @@ def create_app(
     app.include_router(web_routes.router)
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
     v1.include_router(explain_routes.router)
+    v1.include_router(job_routes.router)
     v1.include_router(model_routes.router)
     v1.include_router(kserve_routes.router)
     app.include_router(v1)

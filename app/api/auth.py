@@ -18,6 +18,7 @@ from app.serving.errors import BasicAuthError, UnauthorizedError
 __all__ = [
     "api_key_refusal",
     "caller_of",
+    "owner_of",
     "require_admin_key",
     "require_api_key",
     "require_basic_auth",
@@ -49,6 +50,14 @@ def sender_of(headers: Headers, client: tuple[str, int] | None, api_key: SecretS
         given = headers.get("authorization", "").partition(" ")[2].strip()
         return "key " + hashlib.sha256(given.encode()).hexdigest()[:8]
     return "" if client is None else client[0]
+
+
+def owner_of(headers: Headers, client: tuple[str, int] | None, api_key: SecretStr | None) -> str:
+    """Whose an asynchronous job is: the sha256 of the bearer key (``caller_of``) when the
+    service has an ``api_key``, else the client's address (empty when unknown)."""
+    if api_key is not None:
+        return "key " + caller_of(headers, api_key)
+    return "address " + ("" if client is None else client[0])
 
 
 async def require_admin_key(request: Request) -> None:

@@ -38,6 +38,7 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.CamserveError], int], ...] = (
     (service_errors.ModelControlError, 400),
     (service_errors.UnauthorizedError, 401),
     (errors.UnknownModelError, 404),
+    (service_errors.UnknownJobError, 404),
     (service_errors.PayloadTooLargeError, 413),
     (service_errors.UnsupportedMediaTypeError, 415),
     (errors.ExplanationError, 422),

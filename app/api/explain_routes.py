@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from functools import partial
+from typing import Annotated
 from urllib.parse import quote
 
 import numpy as np
@@ -13,16 +15,17 @@ from fastapi import APIRouter, Query, Request, Response
 from numpy.typing import NDArray
 
 from app.api.answer_caching import AnswerFound, AnswerLookup
+from app.api.async_requests import Answer, explain_later, prefers_async
 from app.api.deps import ServiceDep
 from app.api.explaining import explain_in_slot
 from app.api.image_json import ImageJSONResponse
+from app.api.route_docs import ACCEPTED, ERRORS, IMAGE_BODY
 from app.api.schemas import (
     DEFAULT_INCLUDE,
     DEFAULT_PREDICTIONS,
     REGION_OPTIONS,
     CamParams,
     Detection,
-    ErrorResponse,
     ExplainedClass,
     ExplainParams,
     ExplainResponse,
@@ -32,10 +35,10 @@ from app.api.schemas import (
     Segment,
     Timings,
 )
-from app.api.uploads import FIELD, read_image_upload
+from app.api.uploads import read_image_upload
 from app.engine.images.imaging import MEDIA_TYPES
 from app.engine.images.regions import Region, Threshold, find_regions, parse_threshold
-from app.serving.requests import ExplainRequest
+from app.serving.requests import ExplainRequest, ValidRequest
 from app.serving.service import Outcome, Service
 
 __all__ = ["router"]
@@ -44,37 +47,6 @@ router = APIRouter(tags=["explanations"])
 
 MODEL_VERSION_HEADER = "X-Camserve-Model-Version"
 PASS_HEADER = "X-Camserve-Pass"
-
-IMAGE_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "properties": {FIELD: {"type": "string", "format": "binary"}},
-                    "required": [FIELD],
-                }
-            },
-            "image/*": {"schema": {"type": "string", "format": "binary"}},
-        },
-    }
-}
-ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorResponse, "description": description}
-    for status, description in {
-        400: "Undecodable, truncated or empty image",
-        401: "Missing or wrong API key",
-        404: "Unknown model",
-        413: "Upload too large (bytes or pixels)",
-        415: "Unsupported content type or image mode",
-        422: "Invalid parameter",
-        429: "Queue full (see Retry-After)",
-        503: "Models loading or shutting down (with Retry-After), or the model failed to load "
-        "(model_unavailable)",
-        504: "Deadline passed",
-    }.items()
-}
 
 
 async def _run(
@@ -86,12 +58,45 @@ async def _run(
     """Validate, hold a queue slot (429 before any byte of the upload is read), read, look the
     answer up when ``lookup`` is given (``AnswerFound`` when cached), explain."""
     valid = service.validate(wanted)
+    return await explain_in_slot(
+        request, service, valid, _image_of(request, service, lookup, valid)
+    )
+
+
+def _image_of(
+    request: Request, service: Service, lookup: AnswerLookup | None, valid: ValidRequest
+) -> Callable[[], Awaitable[bytes]]:
+    """Reads the request's image (``AnswerFound`` when ``lookup`` finds its answer cached)."""
 
     async def image() -> bytes:
         upload = read_image_upload(request, service.settings.max_upload_bytes)
         return await (upload if lookup is None else lookup.read(upload, valid.model))
 
-    return await explain_in_slot(request, service, valid, image)
+    return image
+
+
+async def _answered(
+    request: Request,
+    service: Service,
+    wanted: ExplainRequest,
+    lookup: AnswerLookup,
+    answer: Answer,
+) -> Response:
+    """``answer`` of the explained request, kept in the answer cache; or, when the request
+    prefers it (``Prefer: respond-async``), its job's ``202 Accepted`` at once."""
+    valid = service.validate(wanted)
+    image = _image_of(request, service, lookup, valid)
+
+    async def kept(outcome: Outcome) -> Response:
+        return lookup.keep(await answer(outcome), outcome.model)
+
+    if prefers_async(request):
+        return await explain_later(request, service, valid, image, kept)
+    try:
+        outcome = await explain_in_slot(request, service, valid, image)
+    except AnswerFound as found:
+        return found.response
+    return await kept(outcome)
 
 
 @router.post(
@@ -108,6 +113,7 @@ async def _run(
             "X-Camserve-Empty-Map (true when the class's gradient at the layer is zero "
             "everywhere for this image, so the map is all zero; else false).",
         },
+        **ACCEPTED,
         **ERRORS,
     },
     summary="Explain one image; get the heatmap overlay back as an image",
@@ -116,11 +122,8 @@ async def cam(
     request: Request, params: Annotated[CamParams, Query()], service: ServiceDep
 ) -> Response:
     lookup = AnswerLookup.of(request, service, params)
-    try:
-        outcome = await _run(request, service, params.to_request(), lookup)
-    except AnswerFound as found:
-        return found.response
-    return lookup.keep(await _overlay_answer(service, params, outcome), outcome.model)
+    answer = partial(_overlay_answer, service, params)
+    return await _answered(request, service, params.to_request(), lookup, answer)
 
 
 async def _overlay_answer(service: Service, params: CamParams, outcome: Outcome) -> Response:
@@ -157,7 +160,7 @@ async def _overlay_answer(service: Service, params: CamParams, outcome: Outcome)
     response_model_exclude_none=True,
     response_class=ImageJSONResponse,
     openapi_extra=IMAGE_BODY,
-    responses=ERRORS,
+    responses={**ACCEPTED, **ERRORS},
     summary="Explain one image with several methods and classes; JSON with what `include` names",
     name="explain",
     description="Each explanation carries exactly what `include` lists (default: "
@@ -172,17 +175,16 @@ async def explain_cached(
     service: ServiceDep,
 ) -> Response:
     wanted = _wanted(params)
+
+    async def answer(outcome: Outcome) -> Response:
+        response = await _explained(request, service, (params, wanted), outcome)
+        return ImageJSONResponse(
+            response.model_dump(mode="json", exclude_none=True),
+            headers=_computed_by(outcome),
+        )
+
     lookup = AnswerLookup.of(request, service, params)
-    try:
-        outcome = await _run(request, service, params.to_request(), lookup)
-    except AnswerFound as found:
-        return found.response
-    response = await _explained(request, service, (params, wanted), outcome)
-    rendered = ImageJSONResponse(
-        response.model_dump(mode="json", exclude_none=True),
-        headers=_computed_by(outcome),
-    )
-    return lookup.keep(rendered, outcome.model)
+    return await _answered(request, service, params.to_request(), lookup, answer)
 
 
 async def explain(

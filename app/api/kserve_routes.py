@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.types import Message
 
-from app.api import explain_routes
+from app.api import explain_routes, route_docs
 from app.api.deps import ServiceDep
 from app.api.image_json import ImageJSONResponse
 from app.api.model_readiness import ModelReady, model_readiness
@@ -44,7 +44,7 @@ __all__ = ["router"]
 router = APIRouter(tags=["kserve v1"])
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    **explain_routes.ERRORS,
+    **route_docs.ERRORS,
     400: {"model": ErrorResponse, "description": "Undecodable image or invalid base64"},
     422: {"model": ErrorResponse, "description": "Malformed body or invalid parameter"},
 }

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Unpack
 
@@ -21,6 +23,13 @@ from app.client.calls import (
 )
 from app.client.errors import CamserveError
 from app.client.inputs import ImageInput, upload_of
+from app.client.jobs import (
+    ASYNC_HEADERS,
+    DEFAULT_POLL_S,
+    OnProgress,
+    ProgressTeller,
+    job_location,
+)
 from app.client.options import CamOptions, ExplainOptions, cam_params, explain_params
 from app.client.progress import progress_bar
 from app.client.results import CamResult, ExplainResult, ModelList
@@ -43,22 +52,38 @@ class AsyncClient:
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        poll_s: float = DEFAULT_POLL_S,
     ) -> None:
         self.retry = retry or RetryPolicy()
         self._http = httpx.AsyncClient(
             transport=transport, **client_settings(url, api_key, timeout_s)
         )
         self._sleep = sleep
+        self.poll_s = poll_s
 
-    async def explain(self, image: ImageInput, **options: Unpack[ExplainOptions]) -> ExplainResult:
-        """``POST /v1/explain``: predictions and, per method, layer and class, the maps."""
+    async def explain(
+        self,
+        image: ImageInput,
+        *,
+        on_progress: OnProgress | None = None,
+        **options: Unpack[ExplainOptions],
+    ) -> ExplainResult:
+        """``POST /v1/explain``: predictions and, per method, layer and class, the maps.
+        With ``on_progress``, the call runs as a job that it follows (``jobs.py``)."""
         call = Call("POST", "/v1/explain", explain_params(options), upload_of(image))
-        return explain_result((await self._send(call)).json())
+        return explain_result((await self._answer(call, on_progress)).json())
 
-    async def cam(self, image: ImageInput, **options: Unpack[CamOptions]) -> CamResult:
-        """``POST /v1/cam``: the overlay alone, with the class it explains."""
+    async def cam(
+        self,
+        image: ImageInput,
+        *,
+        on_progress: OnProgress | None = None,
+        **options: Unpack[CamOptions],
+    ) -> CamResult:
+        """``POST /v1/cam``: the overlay alone, with the class it explains (``on_progress``:
+        as in ``explain``)."""
         call = Call("POST", "/v1/cam", cam_params(options), upload_of(image))
-        response = await self._send(call)
+        response = await self._answer(call, on_progress)
         return cam_result(response.content, response.headers)
 
     async def models(self) -> ModelList:
@@ -91,6 +116,29 @@ class AsyncClient:
 
         with progress_bar(len(images), enabled=progress, description="explaining") as advance:
             return list(await asyncio.gather(*(outcome(image, advance) for image in images)))
+
+    async def _answer(self, call: Call, on_progress: OnProgress | None) -> httpx.Response:
+        """``Client._answer``, awaited (a cancelled task cancels its job)."""
+        if on_progress is None:
+            return await self._send(call)
+        response = await self._send(replace(call, headers=ASYNC_HEADERS))
+        teller = ProgressTeller(on_progress)
+        location = job_location(response)
+        try:
+            while location is not None and response.status_code == 202:
+                teller.pending(response)
+                await self._sleep(self.poll_s)
+                response = await self._send(Call("GET", location))
+        except BaseException:
+            if location is not None:
+                await asyncio.shield(self._forget(location))
+            raise
+        teller.finished()
+        return response
+
+    async def _forget(self, location: str) -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            await self._http.delete(location)
 
     async def _send(self, call: Call) -> httpx.Response:
         """The successful answer to ``call``, retried as the policy says; else the error."""

@@ -37,12 +37,20 @@ class Call:
     path: str
     params: dict[str, str] = field(default_factory=dict)
     upload: Upload | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    """Sent beside the client's own (``Prefer: respond-async`` for a followed job)."""
 
     def request_arguments(self) -> dict[str, Any]:
         """Keyword arguments of httpx's ``request``; built for every send, so a retry sends
         the whole multipart body again."""
         files = None if self.upload is None else self.upload.files()
-        return {"method": self.method, "url": self.path, "params": self.params, "files": files}
+        return {
+            "method": self.method,
+            "url": self.path,
+            "params": self.params,
+            "files": files,
+            "headers": self.headers,
+        }
 
 
 def client_settings(url: str, api_key: str | None, timeout_s: float) -> dict[str, Any]:

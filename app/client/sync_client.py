@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from types import TracebackType
 from typing import Unpack
 
@@ -22,6 +24,13 @@ from app.client.calls import (
 )
 from app.client.errors import CamserveError
 from app.client.inputs import ImageInput, upload_of
+from app.client.jobs import (
+    ASYNC_HEADERS,
+    DEFAULT_POLL_S,
+    OnProgress,
+    ProgressTeller,
+    job_location,
+)
 from app.client.options import CamOptions, ExplainOptions, cam_params, explain_params
 from app.client.progress import progress_bar
 from app.client.results import CamResult, ExplainResult, ModelList
@@ -46,19 +55,37 @@ class Client:
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        poll_s: float = DEFAULT_POLL_S,
     ) -> None:
+        """``poll_s``: seconds between two looks at a followed job (``on_progress``)."""
         self.retry = retry or RetryPolicy()
         self._http = httpx.Client(transport=transport, **client_settings(url, api_key, timeout_s))
         self._sleep = sleep
+        self.poll_s = poll_s
 
-    def explain(self, image: ImageInput, **options: Unpack[ExplainOptions]) -> ExplainResult:
-        """``POST /v1/explain``: predictions and, per method, layer and class, the maps."""
+    def explain(
+        self,
+        image: ImageInput,
+        *,
+        on_progress: OnProgress | None = None,
+        **options: Unpack[ExplainOptions],
+    ) -> ExplainResult:
+        """``POST /v1/explain``: predictions and, per method, layer and class, the maps.
+        With ``on_progress``, the call runs as a job that it follows (``jobs.py``)."""
         call = Call("POST", "/v1/explain", explain_params(options), upload_of(image))
-        return explain_result(self._send(call).json())
+        return explain_result(self._answer(call, on_progress).json())
 
-    def cam(self, image: ImageInput, **options: Unpack[CamOptions]) -> CamResult:
-        """``POST /v1/cam``: the overlay alone, with the class it explains."""
-        response = self._send(Call("POST", "/v1/cam", cam_params(options), upload_of(image)))
+    def cam(
+        self,
+        image: ImageInput,
+        *,
+        on_progress: OnProgress | None = None,
+        **options: Unpack[CamOptions],
+    ) -> CamResult:
+        """``POST /v1/cam``: the overlay alone, with the class it explains (``on_progress``:
+        as in ``explain``)."""
+        call = Call("POST", "/v1/cam", cam_params(options), upload_of(image))
+        response = self._answer(call, on_progress)
         return cam_result(response.content, response.headers)
 
     def models(self) -> ModelList:
@@ -101,6 +128,31 @@ class Client:
                 outcomes.append(outcome)
                 advance()
         return outcomes
+
+    def _answer(self, call: Call, on_progress: OnProgress | None) -> httpx.Response:
+        """The final answer to ``call``: sent as it is, or, with ``on_progress``, as a job
+        followed until it ends (cancelled when following it fails or is interrupted)."""
+        if on_progress is None:
+            return self._send(call)
+        response = self._send(replace(call, headers=ASYNC_HEADERS))
+        teller = ProgressTeller(on_progress)
+        location = job_location(response)
+        try:
+            while location is not None and response.status_code == 202:
+                teller.pending(response)
+                self._sleep(self.poll_s)
+                response = self._send(Call("GET", location))
+        except BaseException:
+            self._forget(location)
+            raise
+        teller.finished()
+        return response
+
+    def _forget(self, location: str | None) -> None:
+        """Cancel the job at ``location`` (its failure or absence changes nothing)."""
+        if location is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                self._http.delete(location)
 
     def _send(self, call: Call) -> httpx.Response:
         """The successful answer to ``call``, retried as the policy says; else the error."""

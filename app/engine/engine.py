@@ -27,7 +27,7 @@ from app.engine.images.colormaps import DEFAULT_COLORMAP
 from app.engine.images.imaging import ImageInput, as_image_tensor
 from app.engine.images.preprocess import Preprocessing
 from app.engine.images.render import DEFAULT_ALPHA, RenderOptions, render_together
-from app.engine.methods import CamMethod, MethodContext, get_method
+from app.engine.methods import CamMethod, MethodContext, get_method, never_stop
 from app.engine.models.classifier import cam_classifier
 from app.engine.models.dense import LoadedDenseModel
 from app.engine.models.devices import resolve_device
@@ -45,7 +45,7 @@ from app.engine.results import (
     PriorPass,
     repeat_for_targets,
 )
-from app.engine.score_cam import MaskedPasses, MaskedRun
+from app.engine.score_cam import MaskedPasses, MaskedProgress, MaskedRun, layer_share
 from app.engine.targets import Targets, TargetSpec, choose_targets, class_index
 
 __all__ = [
@@ -60,10 +60,6 @@ __all__ = [
 ]
 
 DEFAULT_SCORE_CAM_BATCH = 64
-
-
-def _never_stop() -> None:  # the default checkpoint: the computation always goes on
-    pass
 
 
 class CamEngine:
@@ -178,9 +174,10 @@ class CamEngine:
         *,
         top_k: int = 1,
         layers: Sequence[str] | None = None,
-        checkpoint: Callable[[], None] = _never_stop,
+        checkpoint: Callable[[], None] = never_stop,
         channel_budget: int | None = None,
         prior: PriorPass | None = None,
+        progress: MaskedProgress | None = None,
     ) -> CamResults:
         """Every method's maps on every layer for a preprocessed batch ``inputs`` (B, 3, h, w),
         from one hooked forward pass and at most one backward pass (none with a ``prior`` pass
@@ -191,7 +188,7 @@ class CamEngine:
         (Eigen-CAM) gets one map per image, (B, 1, h, w). ``checkpoint`` is called after the
         pass, between Score-CAM chunks and after each method; it raises to abandon the call.
         ``fused`` fuses each method's maps over ``fusion_layers``; Score-CAM scores at most
-        ``channel_budget`` channels per image and layer when given."""
+        ``channel_budget`` channels per image and layer when given (``progress``: its chunks)."""
         specs = list(dict.fromkeys(get_method(name) for name in methods))
         requested = list(dict.fromkeys(layers or [self.layer]))
         layer_names = layers_to_capture(requested, self.fusion_layers)
@@ -201,8 +198,10 @@ class CamEngine:
         checkpoint()
         results = CamResults(captured.logits, captured.targets, {}, captured=captured)
         known = {} if prior is None else prior.maps
-        for layer_name in layer_names:
-            context = self._context(captured, layer_name, checkpoint, channel_budget)
+        for index, layer_name in enumerate(layer_names):
+            share = layer_share(progress, index, len(layer_names))
+            masked = MaskedRun(self.masked_passes, channel_budget, share)
+            context = self._context(captured, layer_name, checkpoint, masked)
             empty = None if context.gradients is None else empty_gradient_flags(context.gradients)
             for spec in specs:
                 try:
@@ -264,9 +263,10 @@ class CamEngine:
         layers: Sequence[str] | None = None,
         options: Sequence[RenderOptions] | None = None,
         wanted: Sequence[Collection[str]] | None = None,
-        checkpoint: Callable[[], None] = _never_stop,
+        checkpoint: Callable[[], None] = never_stop,
         channel_budget: int | None = None,
         prior: PriorPass | None = None,
+        progress: MaskedProgress | None = None,
     ) -> BatchExplanation:
         """The one pipeline: preprocess ``images`` ((3, H, W) uint8 on the engine's device),
         compute every method on every layer, and render each (layer, method) over the originals
@@ -288,6 +288,7 @@ class CamEngine:
             checkpoint=checkpoint,
             channel_budget=channel_budget,
             prior=prior,
+            progress=progress,
         )
         per_image = list(options) if options is not None else [RenderOptions()] * len(images)
         canonical = None if wanted is None else [{get_method(m).name for m in w} for w in wanted]
@@ -365,7 +366,7 @@ class CamEngine:
         captured: CapturedPass,
         layer_name: str,
         checkpoint: Callable[[], None],
-        channel_budget: int | None,
+        masked: MaskedRun,
     ) -> MethodContext:
         return MethodContext(
             layer=layer_name,
@@ -377,7 +378,7 @@ class CamEngine:
             classifier=partial(cam_classifier, self.model, self.token_layout),
             logit_tolerance=1e-3 if self.autocast is None else 5e-2,
             checkpoint=checkpoint,
-            masked=MaskedRun(self.masked_passes, channel_budget),
+            masked=masked,
         )
 
     def _forward(self, batch: Tensor) -> Tensor:

@@ -28,6 +28,7 @@ __all__ = [
     "CamMethod",
     "MethodContext",
     "get_method",
+    "never_stop",
     "weighted_sum",
 ]
 
@@ -44,6 +45,10 @@ EIGEN_SUM_TOLERANCE = 1e-4
 (the direction's float32 entries are good to about 1e-6)."""
 
 _SPATIAL = (-2, -1)
+
+
+def never_stop() -> None:  # the default checkpoint: the computation always goes on
+    pass
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,7 @@ class MethodContext:
     only when a method reads it (CAM); the lookup refuses heads that classify a class token."""
     logit_tolerance: float = 1e-3
     """Relative tolerance when CAM checks that the classifier reproduces the logits."""
-    checkpoint: Callable[[], None] = lambda: None
+    checkpoint: Callable[[], None] = never_stop
     """Called between chunks of extra work; raises to abandon the computation."""
     masked: MaskedRun | None = None
     """How Score-CAM re-scores masked inputs; ``None`` where the model has no class logits."""

@@ -32,9 +32,11 @@ from app.engine.models.tokens import class_logits
 
 __all__ = [
     "MaskedPasses",
+    "MaskedProgress",
     "MaskedRun",
     "PassClock",
     "ScoreCamPlan",
+    "layer_share",
     "plan_masked_passes",
 ]
 
@@ -187,13 +189,30 @@ def plan_masked_passes(feature_maps: Tensor, budget: int | None = None) -> Score
     return ScoreCamPlan(feature_maps, budget)
 
 
+MaskedProgress = Callable[[float], None]
+"""Told the fraction (0 to 1) of a call's masked inputs done, after each chunk of them."""
+
+
+def _unreported(_fraction: float) -> None:  # the default: nobody follows the passes
+    pass
+
+
+def layer_share(progress: MaskedProgress | None, index: int, layers: int) -> MaskedProgress:
+    """What one call's masked passes at layer ``index`` of ``layers`` tell ``progress``: the
+    fraction of the whole request (each layer an equal share)."""
+    if progress is None:
+        return _unreported
+    return lambda fraction: progress((index + fraction) / layers)
+
+
 @dataclass(frozen=True)
 class MaskedRun:
-    """Score-CAM's masked passes for one request: how the model runs them and the channel
-    budget (``None``: every channel)."""
+    """Score-CAM's masked passes for one request: how the model runs them, the channel
+    budget (``None``: every channel), and who is told how far they are (``progress``)."""
 
     passes: MaskedPasses
     budget: int | None = None
+    progress: MaskedProgress = _unreported
 
     def scores(
         self, inputs: Tensor, feature_maps: Tensor, targets: Tensor, checkpoint: Callable[[], None]
@@ -201,7 +220,8 @@ class MaskedRun:
         """(B, K, C): the softmax probability of each target class (``targets``, (B, K)) for
         the input masked by each channel of ``feature_maps`` (B, C, h, w); zero for a channel
         the budget leaves out. ``checkpoint`` runs before each chunk of masked inputs (it
-        may raise to stop, or run other work inside ``passes.paused()``)."""
+        may raise to stop, or run other work inside ``passes.paused()``); ``progress`` hears
+        the fraction of the scored inputs done after each chunk (1.0 at the end)."""
         plan = plan_masked_passes(feature_maps, self.budget)
         batch_size, channels = feature_maps.shape[:2]
         weights = torch.zeros(batch_size, channels, targets.shape[1], device=inputs.device)
@@ -224,9 +244,12 @@ class MaskedRun:
                 )
                 probabilities = _probabilities(forward, inputs[images] * normalize_maps(masks))
                 weights[images, chosen] = probabilities.gather(1, targets[images])
+                self.progress((start + len(images)) / len(pairs))
             synchronize(self.passes.device)
             elapsed = time.perf_counter() - started - (self.passes.paused_s - paused)
             self.passes.clock.record(len(pairs), elapsed)
+        if not len(pairs):  # only flat channels: nothing left to count
+            self.progress(1.0)
         return weights.transpose(1, 2)
 
 

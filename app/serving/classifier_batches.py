@@ -15,7 +15,7 @@ from app.engine.engine import CamEngine
 from app.engine.fusion import layers_to_capture
 from app.engine.results import PriorPass
 from app.serving.classifier_results import job_results
-from app.serving.jobs import Job, JobResult
+from app.serving.jobs import Job, JobResult, progress_of
 from app.serving.kept_passes import kept_from, prior_for, stacked
 from app.serving.pass_store import PassStore
 
@@ -99,6 +99,7 @@ def explain_jobs(
         checkpoint=checkpoint(jobs),
         channel_budget=key.channel_budget,
         prior=prior,
+        progress=progress_of(jobs) if key.score_cam else None,
     )
     results = job_results(explained, jobs, started, key.ranks)
     if passes is not None:

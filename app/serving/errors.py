@@ -10,9 +10,11 @@ see them; the engine itself never raises one. The HTTP layer maps each to its st
     ├── UnauthorizedError          401  missing or wrong API key (or admin key)
     │   └── BasicAuthError         401  missing or wrong basic auth (Label Studio backend)
     ├── PayloadTooLargeError       413  the upload is larger than allowed
+    ├── UnknownJobError            404  no such job of this caller (or it was dropped)
     ├── UnsupportedMediaTypeError  415  the request's content type is not an image
     ├── OverDeadlineError          422  the request's estimated work exceeds its deadline
     ├── QueueFullError             429  the bounded queue is full (retry later)
+    │   └── TooManyJobsError       429  as many asynchronous jobs as allowed are kept
     ├── NotReadyError              503  models are still loading
     ├── ModelUnavailableError      503  the model has a manifest but failed to load
     ├── ShuttingDownError          503  the service is draining for shutdown
@@ -34,7 +36,9 @@ __all__ = [
     "PayloadTooLargeError",
     "QueueFullError",
     "ShuttingDownError",
+    "TooManyJobsError",
     "UnauthorizedError",
+    "UnknownJobError",
     "UnsupportedMediaTypeError",
 ]
 
@@ -81,6 +85,19 @@ class QueueFullError(ServiceError):
     def __init__(self, message: str, retry_after_s: int = 1) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class TooManyJobsError(QueueFullError):
+    """Every slot for an asynchronous job holds one still computing (``async_jobs.py``)."""
+
+    code = "too_many_jobs"
+
+
+class UnknownJobError(ServiceError, LookupError):
+    """No asynchronous job of this id for this caller: never made, another caller's,
+    cancelled, or dropped after its answer was kept long enough."""
+
+    code = "unknown_job"
 
 
 class NotReadyError(ServiceError):

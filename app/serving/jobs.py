@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +27,7 @@ __all__ = [
     "MethodMaps",
     "Reservation",
     "Segment",
+    "progress_of",
 ]
 
 PREDICTIONS = 20
@@ -182,6 +184,10 @@ class Job:
     sender: str = ""
     """Who the queue's fair shares count the job against (``auth.sender_of``: the API key's
     name, else the client's address; empty: an unnamed caller)."""
+    progress: float = 0.0
+    """The fraction of its batch's Score-CAM masked inputs done (0 to 1), written by the worker
+    thread after each chunk and read from any thread (a float written whole); 0 for a job
+    without Score-CAM."""
 
     def resolve(self, result: JobResult | BaseException) -> None:
         """Hand ``result`` to the waiting coroutine, from any thread."""
@@ -189,6 +195,16 @@ class Job:
 
     def wanted(self, now: float) -> bool:
         return not self.cancelled and self.deadline > now
+
+
+def progress_of(jobs: Sequence[Job]) -> Callable[[float], None]:
+    """What the engine tells of a batch's masked passes, written to each of its ``jobs``."""
+
+    def report(fraction: float) -> None:
+        for job in jobs:
+            job.progress = fraction
+
+    return report
 
 
 def _settle(future: asyncio.Future[JobResult], result: JobResult | BaseException) -> None:

@@ -27,6 +27,7 @@ from app.engine.images.imaging import DecodedImage, decode_image, encode_image
 from app.engine.images.render import validate_alpha
 from app.engine.methods import get_method
 from app.serving.answer_cache import AnswerCache
+from app.serving.async_jobs import AsyncJobs
 from app.serving.decoded_uploads import DecodedUpload, DecodedUploads
 from app.serving.errors import DeadlineExceededError, OverDeadlineError, ShuttingDownError
 from app.serving.model_control import ModelControl
@@ -84,6 +85,8 @@ class Service:
     """Finished answers of identical requests (``answer_cache``)."""
     uploads: DecodedUploads
     """Files decoded before, found by their bytes (``decoded_uploads``)."""
+    jobs: AsyncJobs
+    """The asynchronous jobs, followed by id (``async_jobs``)."""
 
     def validate(self, wanted: ExplainRequest) -> ValidRequest:
         """Check the parameters against the served model before any image byte is read."""
@@ -131,11 +134,12 @@ class Service:
         reservation: Reservation | None = None,
         caller: str = "",
         sender: str = "",
+        follow: Callable[[Job], None] | None = None,
     ) -> Outcome:
         """Decode ``data``, queue one job for every method and layer, and wait for it (in the
         queue slot ``reservation`` holds, when given); ``caller`` names who asks (a hash of
         their key), whose kept passes only the job may use; ``sender`` whose share of the queue
-        it takes."""
+        it takes; ``follow`` is handed the job once queued (its state and progress)."""
         image, pixels = await self._decoded(data, with_digest=self._keeps_passes(valid.model))
         if valid.box is not None:
             check_box_inside(valid.box, (image.height, image.width))
@@ -162,6 +166,8 @@ class Service:
             sender=sender,
         )
         self.worker.submit([job], reservation)
+        if follow is not None:
+            follow(job)
         (result,) = await self._wait([job], deadline, disconnected)
         return Outcome(result.model or valid.model, valid.layers, valid.methods, image, result)
 

@@ -131,3 +131,23 @@ def test_bfloat16_masked_passes_keep_the_map_within_a_few_percent() -> None:
     got = reduced.compute_all(images, ["scorecam"], targets=[3, 7])[key].layer_maps
     assert float((got - want).abs().max()) < 0.05
     assert not torch.equal(got, want)  # the passes really ran in bfloat16
+
+
+def test_progress_counts_the_chunks_of_every_layer_and_leaves_the_maps_bit_identical() -> None:
+    """Two layers, each half of the call: ``features.1`` scores its 8 channels in two chunks of
+    four, ``features.3`` its 10 live ones (16 less the six dead) in chunks of 4, 4 and 2; each
+    chunk reports the fraction done so far, ending at exactly 1."""
+    images = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(5))
+    layers = ["features.1", "features.3"]
+    engine = CamEngine(with_dead_channels(), "features.3", device="cpu", score_cam_batch_size=4)
+    quiet = engine.compute_all(images, ["scorecam"], targets=[2], layers=layers)
+    heard: list[float] = []
+    followed = engine.compute_all(
+        images, ["scorecam"], targets=[2], layers=layers, progress=heard.append
+    )
+    first = [(0 + done / 8) / 2 for done in (4, 8)]
+    second = [(1 + done / 10) / 2 for done in (4, 8, 10)]
+    assert heard == [*first, *second]
+    assert heard[-1] == 1.0
+    for key, cams in quiet.maps.items():
+        assert_identical(followed.maps[key].raw_maps, cams.raw_maps)

@@ -72,7 +72,13 @@ WAIT_MS = 30_000
 
 
 def is_explain(response: Response) -> bool:
-    return "/v1/explain" in response.url and response.request.method == "POST"
+    """An explanation's final answer: a ``/v1/explain`` POST's, or for a request the page
+    followed as a job (Score-CAM), its job's once the job has ended (not a ``202``)."""
+    method, url = response.request.method, response.url
+    final = response.status != 202
+    return final and (
+        ("/v1/explain" in url and method == "POST") or ("/v1/jobs/" in url and method == "GET")
+    )
 
 
 @dataclass

@@ -11,11 +11,18 @@ export class ApiError extends Error {
   }
 }
 
+// How often the page looks at a job's progress, in milliseconds.
+const POLL_MS = 200;
+
 export class Api {
-  /** `readKey` returns the API key to send ('' for none); `onAnswer(body)` sees each explanation. */
-  constructor(readKey, onAnswer = () => {}) {
+  /**
+   * `readKey` returns the API key to send ('' for none); `onAnswer(body)` sees each explanation;
+   * `onProgress(job, fraction)` hears how far each Score-CAM request is (0 to 1).
+   */
+  constructor(readKey, onAnswer = () => {}, onProgress = () => {}) {
     this.readKey = readKey;
     this.onAnswer = onAnswer;
+    this.onProgress = onProgress;
   }
 
   /** GET /v1/models: the served models and the ones that failed to load. */
@@ -24,16 +31,36 @@ export class Api {
     return response.json();
   }
 
-  /** POST /v1/explain with `file` as the multipart field `image`. */
+  /**
+   * POST /v1/explain with `file` as the multipart field `image`. A Score-CAM request runs as a
+   * job (Prefer: respond-async) whose progress the page follows until its answer is ready.
+   */
   async explain(file, params, signal) {
-    const response = await this.send(`/v1/explain?${query(params)}`, {
-      method: 'POST',
-      body: imageForm(file),
-      signal,
-    });
+    const init = { method: 'POST', body: imageForm(file), signal };
+    const path = `/v1/explain?${query(params)}`;
+    const response = isLong(params) ? await this.followed(path, init, signal) : await this.send(path, init);
     const body = await response.json();
     this.onAnswer(body);
     return body;
+  }
+
+  /** The final answer of the job `path` starts, polled every POLL_MS; cancelled on abort. */
+  async followed(path, init, signal) {
+    let response = await this.send(path, { ...init, headers: { Prefer: 'respond-async' } });
+    const location = response.status === 202 ? response.headers.get('Location') : null;
+    if (!location) return response;
+    try {
+      while (response.status === 202) {
+        this.onProgress(location, (await response.json()).progress);
+        await pause(POLL_MS, signal);
+        response = await this.send(location, { signal });
+      }
+    } catch (error) {
+      if (signal?.aborted) this.send(location, { method: 'DELETE' }).catch(() => {});
+      throw error;
+    }
+    this.onProgress(location, 1);
+    return response;
   }
 
   /** POST /v1/cam: the overlay image as a Blob. */
@@ -48,7 +75,7 @@ export class Api {
 
   async send(path, init) {
     const key = this.readKey();
-    const headers = key ? { Authorization: `Bearer ${key}` } : {};
+    const headers = { ...init.headers, ...(key ? { Authorization: `Bearer ${key}` } : {}) };
     let response;
     try {
       response = await fetch(path, { ...init, headers });
@@ -59,6 +86,22 @@ export class Api {
     if (!response.ok) throw await errorFrom(response);
     return response;
   }
+}
+
+/** Whether the request asks for Score-CAM, the method whose masked passes take long. */
+function isLong(params) {
+  return String(params.method ?? '').split(',').includes('scorecam');
+}
+
+/** Resolves after `ms`, or rejects with an AbortError once `signal` aborts. */
+function pause(ms, signal) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(timer);
+      reject(new DOMException('The request was aborted.', 'AbortError'));
+    }, { once: true });
+  });
 }
 
 function imageForm(file) {

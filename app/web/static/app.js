@@ -16,6 +16,7 @@ import { isRemembered, storedKey, storeKey } from './keystore.js';
 import { fillMethods } from './methods.js';
 import { describeChanges, ModelWatch } from './modelwatch.js';
 import { decodeHeatmap, decodeImage, loadColormaps } from './pixels.js';
+import { ProgressBar } from './progressbar.js';
 import { listSamples, markChosenSample, sampleFile, showSamples } from './samples.js';
 import { addMaskLayer, isBackground, maskImage, showLegend, showMaskLayers } from './segments.js';
 import { Zoom } from './zoom.js';
@@ -72,6 +73,7 @@ const ui = {
   headlineModel: byId('headline-model'),
   error: byId('error'),
   status: byId('status'),
+  progress: byId('progress'),
   results: byId('results'),
   cardTemplate: byId('card-template'),
 };
@@ -101,9 +103,11 @@ const state = {
   run: null, // AbortController of the update in progress
 };
 
+const progressBar = new ProgressBar(ui.progress);
 const api = new Api(
   () => ui.key.value.trim(),
   (answer) => watch.noteVersion(answer.model, answer.model_version),
+  (job, fraction) => progressBar.report(job, fraction),
 );
 const watch = new ModelWatch((signal) => api.models(signal), followModels);
 const zoom = new Zoom(byId('zoom'));
@@ -735,6 +739,7 @@ function hideResults() {
 
 function setBusy(busy) {
   ui.results.setAttribute('aria-busy', String(busy));
+  progressBar.clear();
   if (busy) setStatus('Explaining…');
 }
 
