@@ -48,16 +48,8 @@ from app.engine.results import (
 from app.engine.score_cam import MaskedPasses, MaskedProgress, MaskedRun, layer_share
 from app.engine.targets import Targets, TargetSpec, choose_targets, class_index
 
-__all__ = [
-    "BatchExplanation",
-    "CamEngine",
-    "CamMaps",
-    "CamResults",
-    "Explanation",
-    "ImageInput",
-    "TargetSpec",
-    "Targets",
-]
+__all__ = ["BatchExplanation", "CamEngine", "CamMaps", "CamResults", "Explanation", "ImageInput"]
+__all__ += ["TargetSpec", "Targets"]
 
 DEFAULT_SCORE_CAM_BATCH = 64
 
