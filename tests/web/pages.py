@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,14 @@ WAIT_MS = 30_000
 """How long any wait for the page may take (a CPU shared with other tests can be slow)."""
 
 
+def is_job_answer(response: Response) -> bool:
+    """The final answer of a request the page followed as a job (Score-CAM): the job's
+    ``GET`` once it has ended. A late answer of an earlier ``/v1/explain`` is never taken
+    for it."""
+    method, url = response.request.method, response.url
+    return "/v1/jobs/" in url and method == "GET" and response.status != 202
+
+
 def is_explain(response: Response) -> bool:
     """An explanation's final answer: a ``/v1/explain`` POST's, or for a request the page
     followed as a job (Score-CAM), its job's once the job has ended (not a ``202``)."""
@@ -121,10 +130,17 @@ class WebPage:
     def wait_until_idle(self) -> None:
         expect(self.page.locator("#results")).to_have_attribute("aria-busy", "false")
 
-    def explain_after(self, action: str, selector: str, *values: str) -> dict[str, Any]:
+    def explain_after(
+        self,
+        action: str,
+        selector: str,
+        *values: str,
+        answer: Callable[[Response], bool] = is_explain,
+    ) -> dict[str, Any]:
         """Run the page action (``check``, ``select_option``, ...) on ``selector`` with
-        ``values``; the JSON of the explain request that follows."""
-        with self.page.expect_response(is_explain) as response:
+        ``values``; the JSON of the explain request that follows (the first response
+        ``answer`` accepts: ``is_job_answer`` for a Score-CAM request)."""
+        with self.page.expect_response(answer) as response:
             getattr(self.page, action)(selector, *values)
         self.wait_until_idle()
         body: dict[str, Any] = response.value.json()

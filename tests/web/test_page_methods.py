@@ -23,7 +23,7 @@ from playwright.sync_api import expect
 from tests.integration.live import LiveServer
 from tests.support import image_bytes
 from tests.web.page_texts import rough_time
-from tests.web.pages import WebPage, heatmap_of, is_explain
+from tests.web.pages import WebPage, heatmap_of, is_explain, is_job_answer
 
 pytestmark = pytest.mark.slow
 
@@ -123,7 +123,7 @@ def test_score_cam_shows_its_expected_time_at_the_chosen_model_and_layer(
     )
     expect(web.page.locator(SCORE_CAM_BOX)).to_be_enabled()
     web.upload(photo)
-    with_score_cam = web.explain_after("check", SCORE_CAM_BOX)
+    with_score_cam = web.explain_after("check", SCORE_CAM_BOX, answer=is_job_answer)
     assert [entry["method"] for entry in with_score_cam["explanations"]] == ["scorecam"]
 
     web.explain_after("select_option", "#layer", "layer1")

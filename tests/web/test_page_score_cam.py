@@ -24,7 +24,7 @@ from playwright.sync_api import expect
 from tests.integration.live import LiveServer, live_server
 from tests.support import image_bytes
 from tests.web.page_texts import rough_time
-from tests.web.pages import PHONE, SCREENSHOTS, WebPage
+from tests.web.pages import PHONE, SCREENSHOTS, WebPage, is_job_answer
 
 pytestmark = pytest.mark.slow
 
@@ -122,7 +122,7 @@ def test_score_cam_over_the_deadline_is_not_offered_and_names_a_layer_that_fits(
     expect(label).to_have_text(f"Score-CAM · about {rough_time(seconds[FITS])}")
     expect(box).to_be_enabled()
     expect(label).not_to_have_class("choice unavailable")
-    with_score_cam = web.explain_after("check", SCORE_CAM_BOX)
+    with_score_cam = web.explain_after("check", SCORE_CAM_BOX, answer=is_job_answer)
     assert "error" not in with_score_cam, with_score_cam
     assert [entry["method"] for entry in with_score_cam["explanations"]] == ["scorecam"]
     assert [card["method"] for card in web.cards()] == ["gradcam", "scorecam", "eigencam"]
