@@ -46,7 +46,9 @@ def impute(
     """``image`` (C, H, W) with the pixels where ``removed`` (H, W) is true imputed, on the CPU.
 
     The noise is drawn as pytorch-grad-cam draws it, one (C, removed pixels) draw in raster
-    order, so a run seeded alike adds the same noise."""
+    order, so a run seeded alike adds the same noise. A mask that removes every pixel (a flat
+    map's) leaves nothing to impute from: those images become 0, the dataset's mean colour once
+    normalised (pytorch-grad-cam's solve fails there)."""
     if image.ndim != 3 or tuple(removed.shape) != tuple(image.shape[1:]):
         raise ValueError(
             f"need an image (C, H, W) and a mask (H, W), got {tuple(image.shape)} and "
@@ -58,8 +60,9 @@ def impute(
     if not holes.any():
         return flat.reshape(values.shape)
     if holes.all():
-        raise ValueError("every pixel is removed: nothing to impute from")
-    solution = torch.tensor(_solve(values.numpy(), holes), dtype=torch.float32).t()
+        solution = torch.zeros_like(flat)
+    else:
+        solution = torch.tensor(_solve(values.numpy(), holes), dtype=torch.float32).t()
     if noise > 0.0:
         solution = solution + noise * torch.randn(solution.shape, generator=generator)
     flat[:, torch.from_numpy(holes.reshape(-1))] = solution
