@@ -69,4 +69,3 @@ def engine_maps(methods: Sequence[str], layers: Sequence[str]) -> _EngineMaps:
 def maps_and_refusals(source: MapSource) -> dict[Pair, str]:
     """Why each refused pair was left out (empty for a source that refuses nothing)."""
     return source.refusals if isinstance(source, _EngineMaps) else {}
-

@@ -33,7 +33,9 @@ def cascade_units(model: nn.Module) -> list[str]:
     which is their order in the forward pass for the models camserve serves)."""
     units: list[str] = []
     for name, child in model.named_children():
-        parts = list(child.named_children()) if isinstance(child, nn.Sequential | nn.ModuleList) else []
+        parts = (
+            list(child.named_children()) if isinstance(child, nn.Sequential | nn.ModuleList) else []
+        )
         if parts and all(_holds_weights(part) for _, part in parts):
             units.extend(f"{name}.{part}" for part, _ in parts)
         elif _holds_weights(child):
@@ -45,7 +47,9 @@ def last_block(model: nn.Module) -> str:
     """The unit nearest the logits made of several weighted layers: the last block."""
     modules = dict(model.named_modules())
     for unit in cascade_units(model):
-        layers = [m for m in modules[unit].modules() if any(True for _ in m.parameters(recurse=False))]
+        layers = [
+            m for m in modules[unit].modules() if any(True for _ in m.parameters(recurse=False))
+        ]
         if len(layers) > 1:
             return unit
     raise ValueError("the model has no block of several weighted layers")

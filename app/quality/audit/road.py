@@ -85,7 +85,8 @@ def road_scores(
     rows = torch.arange(len(targets))
     columns = torch.as_tensor(list(targets))
     before = probabilities(inputs)[rows, columns].detach().cpu().numpy().astype(np.float32)
-    lerf, morf = [], []
+    lerf: list[float] = []
+    morf: list[float] = []
     for least_first, results in ((True, lerf), (False, morf)):
         for percentile in percentiles:
             imputed = []

@@ -115,7 +115,10 @@ def _targets(engine: CamEngine, inputs: Tensor, samples: Sequence[EvalSample]) -
     predicted = engine.probabilities(inputs).argmax(dim=1).cpu()
     labels = [sample.label for sample in samples]
     return torch.tensor(
-        [label if label is not None else int(top) for label, top in zip(labels, predicted)]
+        [
+            label if label is not None else int(top)
+            for label, top in zip(labels, predicted, strict=True)
+        ]
     )
 
 

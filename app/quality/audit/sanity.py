@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import Tensor
 
@@ -104,11 +105,13 @@ def _engine_for(engine: CamEngine, model: torch.nn.Module) -> CamEngine:
     )
 
 
-def _as_numpy(maps: dict[Pair, Tensor]) -> dict[Pair, np.ndarray]:
+def _as_numpy(maps: dict[Pair, Tensor]) -> dict[Pair, npt.NDArray[np.float64]]:
     return {pair: heat.detach().to("cpu", torch.float64).numpy() for pair, heat in maps.items()}
 
 
-def _mean_similarity(trained: np.ndarray, randomised: np.ndarray) -> tuple[float, float]:
+def _mean_similarity(
+    trained: npt.NDArray[np.float64], randomised: npt.NDArray[np.float64]
+) -> tuple[float, float]:
     ranks = [spearman(a, b) for a, b in zip(trained, randomised, strict=True)]
     structures = [ssim(a, b) for a, b in zip(trained, randomised, strict=True)]
     return float(np.mean(ranks)), float(np.mean(structures))
