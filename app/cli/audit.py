@@ -19,6 +19,7 @@ from app.cli.common import (
 from app.config import DEFAULT_MODELS_DIR
 from app.engine.engine import CamEngine
 from app.engine.errors import CamserveError
+from app.engine.fusion import FUSED_LAYER
 from app.engine.methods import get_method
 from app.engine.models.registry import load_model
 from app.quality.audit.candidates import DEFAULT_METHODS, candidate_layers
@@ -127,7 +128,8 @@ def _methods(text: str | None) -> tuple[str, ...]:
 def _layers(engine: CamEngine, text: str | None) -> tuple[str, ...]:
     names = _names(text) or candidate_layers(engine)
     for name in names:
-        engine.layer_module(name)
+        if name != FUSED_LAYER or not engine.fusion_layers:
+            engine.layer_module(name)
     return tuple(names)
 
 
