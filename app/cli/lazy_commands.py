@@ -25,6 +25,7 @@ from app.cli.help_names import ReadableGroup, use_readable_help
 __all__ = ["COMMAND_MODULES", "LazyCommandGroup", "cli"]
 
 COMMAND_MODULES: dict[str, str] = {
+    "audit": "audit",
     "cvat-function": "cvat",
     "dataset-cvat": "dataset_cvat",
     "dataset-fiftyone": "dataset_fiftyone",

@@ -1,0 +1,80 @@
+"""The sanity check on the shipped ``shapes`` model: Grad-CAM at its last block passes, an edge
+map of the image (blind to the weights by construction) fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import Tensor
+
+from app.engine.engine import CamEngine
+from app.engine.models.manifest import load_manifests
+from app.engine.models.registry import load_model
+from app.quality.audit.candidates import Pair, engine_maps
+from app.quality.audit.randomisation import cascade, cascade_units, last_block
+from app.quality.audit.sanity import SANITY_THRESHOLD, sanity_curves
+from app.quality.datasets import samples_from_folder
+from tests.support import SHIPPED_MODELS
+
+SAMPLES = Path(__file__).resolve().parents[3] / "app" / "web" / "static" / "samples" / "shapes"
+
+
+@pytest.fixture(scope="module")
+def shapes() -> CamEngine:
+    (spec,) = [spec for spec in load_manifests(SHIPPED_MODELS) if spec.name == "shapes"]
+    return CamEngine.from_loaded(load_model(spec), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def reference(shapes: CamEngine) -> tuple[Tensor, Tensor]:
+    samples, _ = samples_from_folder(SAMPLES, None, shapes.class_index)
+    inputs = shapes.preprocessing([sample.image for sample in samples[:3]], shapes.device)
+    return inputs, shapes.probabilities(inputs).argmax(dim=1)
+
+
+def edge_maps(_engine: CamEngine, inputs: Tensor, _targets: Tensor) -> dict[Pair, Tensor]:
+    """The image's own gradient magnitude, min-max normalised: it ignores the model."""
+    grey = inputs.mean(dim=1)
+    rows = torch.nn.functional.pad(grey[:, 1:, :] - grey[:, :-1, :], (0, 0, 0, 1))
+    columns = torch.nn.functional.pad(grey[:, :, 1:] - grey[:, :, :-1], (0, 1, 0, 0))
+    magnitude = (rows**2 + columns**2).sqrt()
+    low = magnitude.amin(dim=(1, 2), keepdim=True)
+    high = magnitude.amax(dim=(1, 2), keepdim=True)
+    return {("edges", "image"): (magnitude - low) / (high - low)}
+
+
+def test_the_cascade_runs_from_the_logits_down_to_the_stem(shapes: CamEngine) -> None:
+    assert cascade_units(shapes.model) == ["fc", "layer4", "layer3", "layer2", "layer1", "stem"]
+    assert last_block(shapes.model) == "layer4"
+
+
+def test_randomised_weights_keep_their_scale_and_the_trained_model_is_untouched(
+    shapes: CamEngine,
+) -> None:
+    trained = shapes.model.fc.weight.detach().clone()
+    first = next(cascade(shapes.model, seed=0))
+    randomised = dict(first.model.named_modules())["fc"].weight.detach()
+    assert torch.equal(shapes.model.fc.weight, trained)
+    assert not torch.equal(randomised, trained)
+    assert float(randomised.std()) == pytest.approx(float(trained.std()), rel=0.1)
+    assert float(randomised.mean()) == pytest.approx(
+        float(trained.mean()), abs=0.1 * float(trained.std())
+    )
+
+
+def test_an_edge_map_fails_and_grad_cam_at_the_last_block_passes(
+    shapes: CamEngine, reference: tuple[Tensor, Tensor]
+) -> None:
+    inputs, targets = reference
+    edges = sanity_curves(shapes, inputs, targets, edge_maps)
+    (edge,) = edges
+    assert edge.spearman == pytest.approx([1.0] * 6)
+    assert edge.ssim == pytest.approx([1.0] * 6)
+    assert not edge.passed
+    (gradcam,) = sanity_curves(shapes, inputs, targets, engine_maps(["gradcam"], ["layer4"]))
+    assert gradcam.steps == ("fc", "layer4", "layer3", "layer2", "layer1", "stem")
+    assert gradcam.decisive_step == 1
+    assert gradcam.decisive_spearman < SANITY_THRESHOLD - 0.2
+    assert gradcam.passed
