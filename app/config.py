@@ -18,6 +18,7 @@ from app.engine.images.imaging import DEFAULT_MAX_PIXELS
 from app.engine.images.regions import parse_threshold
 from app.engine.models.devices import AUTOCAST_DTYPES
 from app.engine.models.manifest import DEFAULT_MODELS_DIR
+from app.serving.fair_queue import default_share
 
 __all__ = ["DEFAULT_MODELS_DIR", "Settings", "load_settings"]
 
@@ -58,8 +59,11 @@ class Settings(BaseSettings):
         5.0, ge=0, le=10_000, description="How long a batch waits for more images after its first."
     )
     queue_size: int = Field(64, ge=1, description="Most queued jobs; more are refused with 429.")
-    queue_per_caller: int = Field(
-        0, ge=0, description="Most queued jobs of one caller (429 beyond); 0: the whole queue."
+    queue_per_caller: int | None = Field(
+        None,
+        ge=0,
+        description="Most queued jobs of one caller (429 beyond); unset: all but a quarter of "
+        "the queue, so that other callers still find room; 0: the whole queue.",
     )
     fair_shares: bool = Field(
         True, description="Serve the callers with queued work in turn (false: one FIFO)."
@@ -185,6 +189,13 @@ class Settings(BaseSettings):
         description="Comma-separated hosts, host:port, addresses or CIDR networks that task "
         "images may come from besides public addresses and Label Studio's own origin.",
     )
+
+    @property
+    def caller_share(self) -> int:
+        """The queue slots one caller may hold (``queue_per_caller`` resolved)."""
+        if self.queue_per_caller is None:
+            return default_share(self.queue_size)
+        return min(self.queue_per_caller or self.queue_size, self.queue_size)
 
     @field_validator("models", "cors_origins", "task_image_allow", mode="before")
     @classmethod

@@ -98,3 +98,17 @@ def test_explicit_model_control_needs_the_admin_key(monkeypatch: pytest.MonkeyPa
         load_settings(model_control="watch")
     with pytest.raises(ValidationError, match="poll_interval_s"):
         load_settings(poll_interval_s=0)
+
+
+def test_one_caller_holds_three_quarters_of_the_queue_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir("/")
+    assert load_settings().caller_share == 48  # of the default 64
+    assert load_settings(queue_size=8).caller_share == 6
+    monkeypatch.setenv("CAMSERVE_QUEUE_PER_CALLER", "0")  # no bound of its own
+    assert load_settings(queue_size=8).caller_share == 8
+    monkeypatch.setenv("CAMSERVE_QUEUE_PER_CALLER", "100")  # never above the whole queue
+    assert load_settings(queue_size=8).caller_share == 8
+    monkeypatch.setenv("CAMSERVE_QUEUE_PER_CALLER", "3")
+    assert load_settings(queue_size=8).caller_share == 3

@@ -105,10 +105,11 @@ class LabelStudioBackend:
 
     def _tasks_in_flight(self) -> int:
         """How many tasks are fetched and explained at once: two batches' worth, so the worker
-        always has the next batch waiting, but never more than its queue holds (Label Studio
-        sends every selected task in one request, and one refused job would fail them all)."""
+        always has the next batch waiting, but never more than one caller's share of its queue
+        (Label Studio sends every selected task in one request, and one refused job would fail
+        them all)."""
         settings = self.service.settings
-        return max(1, min(2 * settings.max_batch_size, settings.queue_size))
+        return max(1, min(2 * settings.max_batch_size, settings.caller_share))
 
     async def _predict_task(
         self,

@@ -62,7 +62,7 @@ def build_service(
         torch_threads=settings.torch_threads,
         passes=passes,
         slice_s=settings.slice_ms / 1000,
-        queue_per_caller=settings.queue_per_caller,
+        queue_per_caller=settings.caller_share,
         fair_shares=settings.fair_shares,
     )
     codecs = ThreadPoolExecutor(
