@@ -19,18 +19,10 @@ from collections.abc import Callable, Iterator, Sequence
 
 from app.serving.jobs import BatchKey, Job
 
-__all__ = ["FairQueue", "default_share"]
+__all__ = ["FairQueue"]
 
 EVERYONE = ""
 """The one caller name of a queue without fair shares."""
-
-
-def default_share(total: int) -> int:
-    """The slots one caller may hold when no bound is configured: all but a quarter of the
-    queue (at least one slot), so that while one caller floods, the others still find a
-    quarter of it free (16 of 64 slots: two batches of 8), and a caller alone still gets
-    three quarters of it (48 of 64). A queue of one slot has nothing to keep back."""
-    return max(1, total - max(1, total // 4))
 
 
 class FairQueue:

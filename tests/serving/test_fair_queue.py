@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
+from app.config import default_caller_share
 from app.serving.errors import QueueFullError
-from app.serving.fair_queue import FairQueue, default_share
+from app.serving.fair_queue import FairQueue
 from app.serving.jobs import Job
 from tests.serving.test_worker import SMALL, make_job, make_worker, run
 
@@ -86,12 +87,12 @@ def test_a_caller_over_its_share_is_refused_while_another_gets_in() -> None:
 
 @pytest.mark.parametrize(("total", "share"), [(1, 1), (2, 1), (3, 2), (4, 3), (8, 6), (64, 48)])
 def test_by_default_a_caller_holds_all_but_a_quarter_of_the_queue(total: int, share: int) -> None:
-    assert default_share(total) == share
+    assert default_caller_share(total) == share
 
 
 def test_a_flooding_caller_at_its_default_share_leaves_room_for_a_second() -> None:
     async def flood() -> FairQueue:
-        queue = FairQueue(64, default_share(64))
+        queue = FairQueue(64, default_caller_share(64))
         queue.extend([job_of("10.0.0.1") for _ in range(48)])
         return queue
 
