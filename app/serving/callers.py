@@ -2,10 +2,10 @@
 
 Keys are named (``CAMSERVE_API_KEYS=alice:secret1,bob:secret2``, or a file of ``name:key``
 lines, read by ``app.config``); the single ``CAMSERVE_API_KEY`` is named ``key`` and the start
-of its sha256. A caller's
-name is what the logs, the metrics and the queue's fair shares count its requests under, never
-the key itself. Metrics label a caller by its key's name, and every caller known only by its
-address as ``anonymous``: key names are a fixed set, addresses are not.
+of its sha256. A caller's name is what the logs, the metrics and the queue's fair shares count
+its requests under, never the key itself. Metrics label a caller by its key's name, and every
+caller known only by its address as ``anonymous`` (``prometheus.py``): key names are a fixed
+set, addresses are not.
 """
 
 from __future__ import annotations
@@ -18,10 +18,7 @@ from pydantic import SecretStr
 
 from app.config import Settings
 
-__all__ = ["ANONYMOUS", "KeyRing"]
-
-ANONYMOUS = "anonymous"
-"""The metrics label of every caller without a named key."""
+__all__ = ["KeyRing"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +46,3 @@ class KeyRing:
             if secrets.compare_digest(given.encode(), key.get_secret_value().encode()):
                 found = name
         return found
-
-    def label(self, caller: str) -> str:
-        """``caller``'s metrics label: a key's name as it is, anything else ``anonymous``."""
-        return caller if caller in self.keys else ANONYMOUS

@@ -33,7 +33,7 @@ def build_service(
     codec pool of one app. From the worker thread, once loading is over: ``on_fatal`` when no
     model loads, ``on_loaded`` when at least one does."""
     hub = ModelHub(settings)
-    metrics = Metrics(resolve_device(settings.device))
+    metrics = Metrics(resolve_device(settings.device), keyed_callers=settings.named_api_keys)
 
     def startup() -> dict[str, LiveVersion]:
         try:

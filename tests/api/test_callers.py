@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from app.serving.service import Service
 from tests.api.helpers import assert_error, make_settings, post_image, serving
 from tests.api.test_labelstudio_routes import config, predict, task
+from tests.harness.live_server import MetricsSnapshot
 from tests.support import image_bytes
 
 ALICE, BOB, SINGLE = "alice-s3cret", "bob-s3cret", "the-old-single-key"
@@ -117,3 +118,23 @@ def test_without_keys_label_studio_s_backend_is_the_caller_at_its_address(
     with slot_held(open_client, "10.0.0.9"):
         refused_as(predict(label_studio, [TASK], config()), "10.0.0.9")
         assert predict(elsewhere, [TASK], config()).status_code == 200
+
+
+def test_metrics_label_keyed_callers_by_name_and_addresses_as_anonymous(
+    keyed: TestClient, open_client: TestClient
+) -> None:
+    post_image(keyed, "/v1/explain", headers=bearer(ALICE))
+    post_image(TestClient(open_client.app, client=("10.0.0.11", 40000)), "/v1/explain")
+    callers = {
+        client: {
+            dict(labels)["caller"]
+            for (name, labels), _ in MetricsSnapshot.parse(
+                client.get("/metrics").text
+            ).samples.items()
+            if name == "camserve_caller_queue_wait_seconds_count"
+        }
+        for client in (keyed, open_client)
+    }
+    assert "alice" in callers[keyed]
+    assert callers[keyed] <= {"alice", "bob", SINGLE_NAME}
+    assert callers[open_client] == {"anonymous"}
