@@ -25,6 +25,7 @@ Usage::
 
     python -m benchmarks.fair_serving
     python -m benchmarks.fair_serving --flood-seconds 10 --quiet-requests 30
+    python -m benchmarks.fair_serving --device cuda --scorecam-channels 1280  # a GPU
 """
 
 from __future__ import annotations
@@ -290,6 +291,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--flood-pause-ms", type=float, default=20.0)
     parser.add_argument("--throughput-requests", type=int, default=96)
     parser.add_argument("--throughput-rounds", type=int, default=2)
+    parser.add_argument("--device", default="auto", help="the servers' CAMSERVE_DEVICE")
     return parser.parse_args(argv)
 
 
@@ -297,11 +299,12 @@ def main() -> None:
     args = parse_args()
     load = load_average()
     models = ROOT / "models"
+    common = {**COMMON, "device": args.device}
     with (
         tempfile.TemporaryDirectory() as today_dir,
         tempfile.TemporaryDirectory() as now_dir,
-        running_server(models, Path(today_dir), {**COMMON, **TODAY}, {}) as today,
-        running_server(models, Path(now_dir), {**COMMON, **NOW}, {}) as now,
+        running_server(models, Path(today_dir), {**common, **TODAY}, {}) as today,
+        running_server(models, Path(now_dir), {**common, **NOW}, {}) as now,
     ):
         urls = {"today": today.base_url, "now": now.base_url}
         figures = asyncio.run(measure(urls, args))
