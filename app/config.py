@@ -5,9 +5,12 @@ Build them with ``load_settings()``; nothing is read at import time.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
+from collections.abc import Iterable
 from contextlib import suppress
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -19,7 +22,13 @@ from app.engine.images.regions import parse_threshold
 from app.engine.models.devices import AUTOCAST_DTYPES
 from app.engine.models.manifest import DEFAULT_MODELS_DIR
 
-__all__ = ["DEFAULT_MODELS_DIR", "Settings", "load_settings"]
+__all__ = [
+    "DEFAULT_MODELS_DIR",
+    "Settings",
+    "default_caller_share",
+    "load_settings",
+    "parse_named_keys",
+]
 
 DESTINATION_FORM = re.compile(
     r"(\[(?P<v6>[0-9a-f:.]+)\]|[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?)(:(?P<port>[0-9]{1,5}))?", re.I
@@ -39,6 +48,7 @@ class Settings(BaseSettings):
         extra="ignore",
         frozen=True,
         populate_by_name=True,
+        hide_input_in_errors=True,  # an error must not print the keys it was given
     )
 
     host: str = Field("127.0.0.1", description="Interface to listen on (0.0.0.0 in containers).")
@@ -73,8 +83,11 @@ class Settings(BaseSettings):
         5.0, ge=0, le=10_000, description="How long a batch waits for more images after its first."
     )
     queue_size: int = Field(64, ge=1, description="Most queued jobs; more are refused with 429.")
-    queue_per_caller: int = Field(
-        0, ge=0, description="Most queued jobs of one caller (429 beyond); 0: the whole queue."
+    queue_per_caller: int | None = Field(
+        None,
+        ge=0,
+        description="Most queued jobs of one caller (429 beyond); unset: all but a quarter of "
+        "the queue, so that other callers still find room; 0: the whole queue.",
     )
     fair_shares: bool = Field(
         True, description="Serve the callers with queued work in turn (false: one FIFO)."
@@ -104,6 +117,14 @@ class Settings(BaseSettings):
     )
     api_key: SecretStr | None = Field(
         None, description="When set, /v1 routes need 'Authorization: Bearer <key>'."
+    )
+    api_keys: Annotated[dict[str, SecretStr], NoDecode] = Field(
+        default_factory=dict,
+        description="Named API keys, 'name:key,name:key': any of them opens the /v1 routes, and "
+        "its name is the caller in logs, metrics and the queue's fair shares.",
+    )
+    api_keys_file: Path | None = Field(
+        None, description="A file of more named API keys, one 'name:key' a line ('#' comments)."
     )
     admin_key: SecretStr | None = Field(
         None,
@@ -207,6 +228,49 @@ class Settings(BaseSettings):
         "images may come from besides public addresses and Label Studio's own origin.",
     )
 
+    @property
+    def caller_share(self) -> int:
+        """The queue slots one caller may hold (``queue_per_caller`` resolved)."""
+        if self.queue_per_caller is None:
+            return default_caller_share(self.queue_size)
+        return min(self.queue_per_caller or self.queue_size, self.queue_size)
+
+    @cached_property
+    def named_api_keys(self) -> dict[str, SecretStr]:
+        """Every API key by name: ``api_keys`` and ``api_key`` (named ``key <sha256 start>``)."""
+        keys = dict(self.api_keys)
+        if self.api_key is not None:
+            keys[single_key_name(self.api_key)] = self.api_key
+        return keys
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_api_keys(cls, values: object) -> object:
+        """``api_keys`` from its comma list and ``api_keys_file``, merged, by name."""
+        if not isinstance(values, dict):
+            return values
+        given = values.get("api_keys") or {}
+        if isinstance(given, str):
+            given = parse_named_keys(given.split(","), "CAMSERVE_API_KEYS")
+        path = values.get("api_keys_file")
+        if not path:
+            return {**values, "api_keys": given}
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError as error:
+            raise ValueError(f"api_keys_file {path}: {error.strerror}") from error
+        from_file = parse_named_keys(lines, f"api_keys_file {path}")
+        if clash := sorted(set(given) & set(from_file)):
+            raise ValueError(f"api key names given twice (CAMSERVE_API_KEYS and file): {clash}")
+        return {**values, "api_keys": {**given, **from_file}}
+
+    @model_validator(mode="after")
+    def _api_keys_differ(self) -> Settings:
+        secrets = [key.get_secret_value() for key in self.named_api_keys.values()]
+        if len(set(secrets)) < len(secrets):
+            raise ValueError("two API keys (CAMSERVE_API_KEY, CAMSERVE_API_KEYS) are the same")
+        return self
+
     @field_validator("models", "cors_origins", "task_image_allow", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
@@ -282,6 +346,49 @@ def _names_a_destination(entry: str) -> bool:
     with suppress(ValueError):
         return form["v6"] is None or ipaddress.IPv6Address(form["v6"]) is not None
     return False
+
+
+def default_caller_share(total: int) -> int:
+    """The queue slots one caller may hold when no bound is configured: all but a quarter of
+    the queue (at least one slot), so that while one caller floods, the others still find a
+    quarter of it free (16 of 64 slots: two batches of 8), and a caller alone still gets
+    three quarters of it (48 of 64). A queue of one slot has nothing to keep back."""
+    return max(1, total - max(1, total // 4))
+
+
+API_KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""A key's name: it appears in logs and metric labels as it is."""
+
+
+def single_key_name(key: SecretStr) -> str:
+    """The name of ``CAMSERVE_API_KEY``: ``key`` and the first 8 hex digits of its sha256."""
+    return "key " + hashlib.sha256(key.get_secret_value().encode()).hexdigest()[:8]
+
+
+def parse_named_keys(entries: Iterable[str], source: str) -> dict[str, str]:
+    """``name:key`` entries (blank ones and ``#`` comments skipped) as key by name; a
+    ``ValueError`` that names ``source`` and the entry's position (never the key) when one is
+    malformed, a name repeats or two names share a key."""
+    keys: dict[str, str] = {}
+    for position, raw in enumerate(entries, start=1):
+        entry = raw.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        name, colon, key = (part.strip() for part in entry.partition(":"))
+        where = f"{source}, entry {position}"
+        if not colon or not key:
+            raise ValueError(f"{where}: write each key as 'name:key'")
+        if API_KEY_NAME.fullmatch(name) is None:
+            raise ValueError(
+                f"{where}: the name {name!r} must be 1-64 letters, digits, '_', '.' or '-', "
+                "starting with a letter or digit"
+            )
+        if name in keys:
+            raise ValueError(f"{where}: the name {name!r} is given twice")
+        if key in keys.values():
+            raise ValueError(f"{where}: {name!r} has the same key as another name")
+        keys[name] = key
+    return keys
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -225,7 +225,7 @@ def main() -> None:
                 f"max_batch_size=1 server {median_ms(unbatched_s):.0f} ms, ratio "
                 f"{median_ms(batched_s) / median_ms(unbatched_s):.2f}"
             )
-        small_queue = {**BATCHING, "queue_size": 4}
+        small_queue = {**BATCHING, "queue_size": 4, "queue_per_caller": 4}  # one client fills it
         with running_server(models, work, small_queue, {}) as server:
             asyncio.run(alternating([(server.base_url, "gradcam")], jpegs, 1))
             burst(server.base_url, jpegs, args.burst)  # warm-up: the first refusals, threads

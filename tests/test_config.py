@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.config import load_settings
+from app.serving.callers import KeyRing
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,3 +108,58 @@ def test_explicit_model_control_needs_the_admin_key(monkeypatch: pytest.MonkeyPa
         load_settings(model_control="watch")
     with pytest.raises(ValidationError, match="poll_interval_s"):
         load_settings(poll_interval_s=0)
+
+
+def test_one_caller_holds_three_quarters_of_the_queue_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir("/")
+    assert load_settings().caller_share == 48  # of the default 64
+    assert load_settings(queue_size=8).caller_share == 6
+    monkeypatch.setenv("CAMSERVE_QUEUE_PER_CALLER", "0")  # no bound of its own
+    assert load_settings(queue_size=8).caller_share == 8
+    monkeypatch.setenv("CAMSERVE_QUEUE_PER_CALLER", "100")  # never above the whole queue
+    assert load_settings(queue_size=8).caller_share == 8
+    monkeypatch.setenv("CAMSERVE_QUEUE_PER_CALLER", "3")
+    assert load_settings(queue_size=8).caller_share == 3
+
+
+def test_named_api_keys_come_from_a_list_and_a_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    keys_file = tmp_path / "keys"
+    keys_file.write_text("# one caller a line\ncarol: s3cret-c\n\n")
+    monkeypatch.setenv("CAMSERVE_API_KEYS", "alice:s3cret-a, bob:s3cret:b")
+    monkeypatch.setenv("CAMSERVE_API_KEYS_FILE", str(keys_file))
+    monkeypatch.setenv("CAMSERVE_API_KEY", "s3cret-single")
+    ring = KeyRing.of(load_settings())
+    assert sorted(ring.names) == ["alice", "bob", "carol", "key 2843fbce"]
+    assert [ring.name_of(key) for key in ("s3cret:b", "s3cret-c", "s3cret-single")] == [
+        "bob",
+        "carol",
+        "key 2843fbce",
+    ]
+    assert ring.name_of("s3cret") is None
+    assert "s3cret" not in repr(load_settings())
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ("alice", "CAMSERVE_API_KEYS, entry 1: write each key as 'name:key'"),
+        ("alice:k1,:k2", "CAMSERVE_API_KEYS, entry 2: the name '' must be 1-64 letters"),
+        ("alice:k1,alice:k2", "CAMSERVE_API_KEYS, entry 2: the name 'alice' is given twice"),
+        ("alice:k1,bob:k1", "CAMSERVE_API_KEYS, entry 2: 'bob' has the same key as another"),
+        ("alice:k-single", "two API keys (CAMSERVE_API_KEY, CAMSERVE_API_KEYS) are the same"),
+    ],
+)
+def test_bad_named_keys_fail_fast_without_showing_a_key(
+    monkeypatch: pytest.MonkeyPatch, keys: str, message: str
+) -> None:
+    monkeypatch.setenv("CAMSERVE_API_KEYS", keys)
+    monkeypatch.setenv("CAMSERVE_API_KEY", "k-single")
+    with pytest.raises(ValidationError) as raised:
+        load_settings()
+    assert message in str(raised.value)
+    assert "k1" not in str(raised.value)
+    assert "k-single" not in str(raised.value)

@@ -22,10 +22,11 @@ from starlette.datastructures import Headers
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.auth import api_key_refusal, sender_of
+from app.api.auth import key_ring_refusal, sender_of
 from app.api.errors import camserve_error_response
 from app.api.unread_body import BodyReading, EarlyAnswerSend
 from app.api.uploads import MULTIPART_ALLOWANCE
+from app.serving.callers import KeyRing
 from app.serving.service import Service
 
 __all__ = ["QUEUED_PATHS", "AdmissionMiddleware"]
@@ -60,8 +61,8 @@ class AdmissionMiddleware:
         answer = EarlyAnswerSend(send, body)
         refusal = None
         if self._authorized(scope):
-            headers, api_key = Headers(scope=scope), self.service.settings.api_key
-            refusal = self.service.worker.refusal(sender_of(headers, scope.get("client"), api_key))
+            headers, keys = Headers(scope=scope), KeyRing.of(self.service.settings)
+            refusal = self.service.worker.refusal(sender_of(headers, scope.get("client"), keys))
         if refusal is not None:
             scope["route"] = self.routes[path]
             await camserve_error_response(refusal)(scope, body.receive, answer)
@@ -69,4 +70,4 @@ class AdmissionMiddleware:
         await self.app(scope, body.receive, answer)
 
     def _authorized(self, scope: Scope) -> bool:
-        return api_key_refusal(Headers(scope=scope), self.service.settings.api_key) is None
+        return key_ring_refusal(Headers(scope=scope), KeyRing.of(self.service.settings)) is None

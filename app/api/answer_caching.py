@@ -22,6 +22,7 @@ from app.serving.answer_cache import (
     answer_key,
     image_digest,
 )
+from app.serving.callers import KeyRing
 from app.serving.served_models import ServedModel
 from app.serving.service import Service
 
@@ -55,7 +56,7 @@ class AnswerLookup:
     @classmethod
     def of(cls, request: Request, service: Service, params: BaseModel) -> AnswerLookup:
         """The lookup of a request to ``request``'s route with the parsed query ``params``."""
-        caller = caller_of(request.headers, service.settings.api_key)
+        caller = caller_of(request.headers, KeyRing.of(service.settings))
         return cls(service, request.url.path, params.model_dump(mode="json"), caller)
 
     @property

@@ -36,6 +36,7 @@ from app.api.middleware import RequestContextMiddleware
 from app.config import Settings, load_settings
 from app.labeling.labelstudio_backend import LabelStudioBackend
 from app.labeling.task_images import ImageSourceConfig, TaskImageFetcher
+from app.serving.callers import KeyRing
 from app.serving.logs import configure_logging
 from app.serving.runtime import build_service
 from app.serving.served_models import ModelHub
@@ -133,7 +134,7 @@ def create_app(
         if isinstance(route, APIRoute)
     }
     app.add_middleware(AdmissionMiddleware, service=service, routes=queued_routes)
-    app.add_middleware(RequestContextMiddleware, metrics=service.metrics)
+    app.add_middleware(RequestContextMiddleware, metrics=service.metrics, keys=KeyRing.of(settings))
     app.include_router(ops_routes.router)
     app.include_router(web_routes.router)
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])

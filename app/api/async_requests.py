@@ -22,6 +22,7 @@ from app.api.auth import caller_of, owner_of, sender_of
 from app.api.errors import camserve_error_response, error_response, status_for
 from app.engine.errors import CamserveError
 from app.serving.async_jobs import AsyncJob, FinishedAnswer
+from app.serving.callers import KeyRing
 from app.serving.requests import ValidRequest
 from app.serving.service import ClientDisconnectedError, Outcome, Service
 
@@ -62,10 +63,10 @@ async def explain_later(
     """Hold a queue slot, read ``image``, then answer 202 with the new job while it computes
     (a cached answer makes a job that is done at once)."""
     client = (request.client.host, request.client.port) if request.client else None
-    api_key = service.settings.api_key
-    job = service.jobs.add(owner_of(request.headers, client, api_key), request.url.path)
+    keys = KeyRing.of(service.settings)
+    job = service.jobs.add(owner_of(request.headers, client, keys), request.url.path)
     try:
-        sender = sender_of(request.headers, client, api_key)
+        sender = sender_of(request.headers, client, keys)
         reservation = service.worker.reserve(sender)
         try:
             data = await image()
@@ -88,7 +89,7 @@ async def explain_later(
                 deadline=started + service.settings.request_timeout_s,
                 disconnected=_cancelled(job),
                 reservation=reservation,
-                caller=caller_of(request.headers, api_key),
+                caller=caller_of(request.headers, keys),
                 sender=sender,
                 follow=job.follow,
             )

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import Request
 
 from app.api.auth import caller_of, sender_of
+from app.serving.callers import KeyRing
 from app.serving.requests import ValidRequest
 from app.serving.service import Outcome, Service
 
@@ -25,7 +26,7 @@ async def explain_in_slot(
     """Hold a queue slot (a full queue is answered 429 before ``image`` reads anything), then
     explain the bytes ``image`` gives; the slot is released whatever happens."""
     client = (request.client.host, request.client.port) if request.client else None
-    sender = sender_of(request.headers, client, service.settings.api_key)
+    sender = sender_of(request.headers, client, KeyRing.of(service.settings))
     reservation = service.worker.reserve(sender)
     try:
         data = await image()
@@ -36,7 +37,7 @@ async def explain_in_slot(
             deadline=started + service.settings.request_timeout_s,
             disconnected=lambda: _client_gone(request),
             reservation=reservation,
-            caller=caller_of(request.headers, service.settings.api_key),
+            caller=caller_of(request.headers, KeyRing.of(service.settings)),
             sender=sender,
         )
     finally:

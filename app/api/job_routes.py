@@ -22,6 +22,7 @@ from app.api.auth import owner_of
 from app.api.deps import ServiceDep
 from app.api.schemas import ErrorResponse
 from app.serving.async_jobs import AsyncJob
+from app.serving.callers import KeyRing
 from app.serving.service import Service
 
 __all__ = ["router"]
@@ -69,7 +70,7 @@ async def cancel(job_id: str, request: Request, service: ServiceDep) -> Response
 
 def _owner(request: Request, service: Service) -> str:
     client = (request.client.host, request.client.port) if request.client else None
-    return owner_of(request.headers, client, service.settings.api_key)
+    return owner_of(request.headers, client, KeyRing.of(service.settings))
 
 
 def _state_headers(job: AsyncJob) -> dict[str, str]:

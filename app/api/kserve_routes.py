@@ -144,7 +144,9 @@ async def _explain_instances(
     name: str, request: Request, params: ExplainParams, service: Service
 ) -> list[ExplainResponse]:
     limit = service.settings.max_upload_bytes
-    images = _decode_instances(await _read_body(request, limit), limit, service.settings.queue_size)
+    images = _decode_instances(
+        await _read_body(request, limit), limit, service.settings.caller_share
+    )
     params = params.model_copy(update={"model": name})
     disconnect = _SharedDisconnect(request)
     try:

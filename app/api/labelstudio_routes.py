@@ -16,9 +16,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.auth import require_basic_auth
+from app.api.auth import require_basic_auth, sender_of
 from app.api.errors import error_response
 from app.labeling.labelstudio_backend import LabelStudioBackend
+from app.serving.callers import KeyRing
 
 __all__ = ["router"]
 
@@ -82,7 +83,9 @@ async def versions(backend: BackendDep) -> dict[str, list[str]]:
 async def predict(request: Request, body: PredictRequest, backend: BackendDep) -> dict[str, Any]:
     started: float = getattr(request.state, "started", time.monotonic())
     deadline = started + backend.service.settings.request_timeout_s
-    results = await backend.predict(body.tasks, body.label_config, deadline, _never)
+    client = (request.client.host, request.client.port) if request.client else None
+    sender = sender_of(request.headers, client, KeyRing.of(backend.service.settings))
+    results = await backend.predict(body.tasks, body.label_config, deadline, _never, sender)
     return {"results": results, "model_version": backend.model_version()}
 
 

@@ -12,9 +12,11 @@ import os
 import re
 import time
 
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.auth import sender_of
+from app.serving.callers import KeyRing
 from app.serving.logs import REQUEST_ID
 from app.serving.prometheus import Metrics
 
@@ -46,9 +48,11 @@ os.register_at_fork(after_in_child=_new_request_id.draw_prefix)  # a child draws
 
 
 class RequestContextMiddleware:
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, keys: KeyRing) -> None:
         self.app = app
         self.metrics = metrics
+        self.keys = keys
+        """The API keys, whose names the log lines give as their caller."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -80,7 +84,12 @@ class RequestContextMiddleware:
                 scope["path"],
                 status,
                 elapsed * 1000,
-                extra={"status": status, "route": route, "duration_ms": round(elapsed * 1000, 2)},
+                extra={
+                    "status": status,
+                    "route": route,
+                    "duration_ms": round(elapsed * 1000, 2),
+                    "caller": sender_of(Headers(scope=scope), scope.get("client"), self.keys),
+                },
             )
             REQUEST_ID.reset(token)
 

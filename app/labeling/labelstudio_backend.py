@@ -86,8 +86,10 @@ class LabelStudioBackend:
         label_config: str,
         deadline: float,
         disconnected: Callable[[], Awaitable[None]],
+        sender: str = "",
     ) -> list[dict[str, Any]]:
-        """One prediction per task, in the tasks' order."""
+        """One prediction per task, in the tasks' order; ``sender``: the caller whose share of
+        the queue the tasks take (``auth.sender_of``: Label Studio's key name or address)."""
         images = parse_label_config(label_config)
         if not images:
             raise ExplanationError(
@@ -99,16 +101,19 @@ class LabelStudioBackend:
 
         async def predict_one(task: dict[str, Any]) -> dict[str, Any]:
             async with in_flight:
-                return await self._predict_task(task, images, version, deadline, disconnected)
+                return await self._predict_task(
+                    task, images, version, deadline, disconnected, sender=sender
+                )
 
         return list(await asyncio.gather(*(predict_one(task) for task in tasks)))
 
     def _tasks_in_flight(self) -> int:
         """How many tasks are fetched and explained at once: two batches' worth, so the worker
-        always has the next batch waiting, but never more than its queue holds (Label Studio
-        sends every selected task in one request, and one refused job would fail them all)."""
+        always has the next batch waiting, but never more than one caller's share of its queue
+        (Label Studio sends every selected task in one request, and one refused job would fail
+        them all)."""
         settings = self.service.settings
-        return max(1, min(2 * settings.max_batch_size, settings.queue_size))
+        return max(1, min(2 * settings.max_batch_size, settings.caller_share))
 
     async def _predict_task(
         self,
@@ -117,13 +122,15 @@ class LabelStudioBackend:
         version: str,
         deadline: float,
         disconnected: Callable[[], Awaitable[None]],
+        *,
+        sender: str,
     ) -> dict[str, Any]:
         results: list[dict[str, Any]] = []
         scores: list[float] = []
         for image in images:
             reference = _image_reference(task, image)
             data = await self.fetcher.fetch(reference, task_id=_task_id(task))
-            outcome = await self._explain(data, deadline, disconnected)
+            outcome = await self._explain(data, deadline, disconnected, sender)
             size = (outcome.image.width, outcome.image.height)
             dense = outcome.result.dense
             if dense is not None:
@@ -173,13 +180,19 @@ class LabelStudioBackend:
         )
 
     async def _explain(
-        self, data: bytes, deadline: float, disconnected: Callable[[], Awaitable[None]]
+        self,
+        data: bytes,
+        deadline: float,
+        disconnected: Callable[[], Awaitable[None]],
+        sender: str,
     ) -> Outcome:
         """Explain the model's most likely classes (as many as a request may ask for)."""
         model = self.service.hub.get(self.options.model)
         depth = min(self.service.settings.max_top_k, model.num_classes)
         valid = self.service.validate(self._request(top_k=depth))
-        return await self.service.explain(valid, data, deadline=deadline, disconnected=disconnected)
+        return await self.service.explain(
+            valid, data, deadline=deadline, disconnected=disconnected, sender=sender
+        )
 
     async def _labeled_classes(
         self, control: LabelControl, outcome: Outcome, regions_by_rank: dict[int, list[Region]]

@@ -12,18 +12,24 @@ import torch
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
 
-__all__ = ["Metrics"]
+__all__ = ["ANONYMOUS", "Metrics"]
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+ANONYMOUS = "anonymous"
+"""The caller label of every caller without a named API key."""
 
 
 class Metrics:
     """The service's counters, histograms and gauges."""
 
-    def __init__(self, device: torch.device | None = None) -> None:
+    def __init__(
+        self, device: torch.device | None = None, keyed_callers: Iterable[str] = ()
+    ) -> None:
+        """``keyed_callers``: the API keys' names, the only callers labelled by name."""
         self.registry = CollectorRegistry()
         self._device = device
+        self._keyed_callers = frozenset(keyed_callers)
         self.shared_labels: dict[str, str] = {}
         """Added to every sample when rendering, e.g. ``{"replica": ...}`` in a Ray replica."""
         self.requests = Counter(
@@ -107,8 +113,9 @@ class Metrics:
 
         self.caller_wait = Histogram(
             "camserve_caller_queue_wait_seconds",
-            "Time a job waited before its batch started, by caller (the API key's name or the "
-            "client's address) and job class (long: Score-CAM, which runs in slices; short).",
+            "Time a job waited before its batch started, by caller (the API key's name; "
+            "anonymous: every caller known by its address alone) and job class (long: "
+            "Score-CAM, which runs in slices; short).",
             ["caller", "job_class"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
@@ -126,8 +133,11 @@ class Metrics:
         )
 
     def observe_wait(self, caller: str, job_class: str, seconds: float) -> None:
-        """A job's queue wait under its caller (empty: ``anonymous``) and class."""
-        self.caller_wait.labels(caller or "anonymous", job_class).observe(seconds)
+        """A job's queue wait under its class and its caller's label: a key's name as it is,
+        ``anonymous`` for any other caller, so that the series stay as few as the keys (client
+        addresses are unbounded)."""
+        label = caller if caller in self._keyed_callers else ANONYMOUS
+        self.caller_wait.labels(label, job_class).observe(seconds)
 
     def record_device_memory(self) -> None:
         """Update the GPU memory gauge (CUDA devices only)."""

@@ -36,7 +36,7 @@ def build_service(
     hub = ModelHub(settings)
     device = resolve_device(settings.device)
     set_float32_precision(device, settings.tf32)
-    metrics = Metrics(device)
+    metrics = Metrics(device, keyed_callers=settings.named_api_keys)
 
     def startup() -> dict[str, LiveVersion]:
         try:
@@ -65,7 +65,7 @@ def build_service(
         torch_threads=settings.torch_threads,
         passes=passes,
         slice_s=settings.slice_ms / 1000,
-        queue_per_caller=settings.queue_per_caller,
+        queue_per_caller=settings.caller_share,
         fair_shares=settings.fair_shares,
     )
     codecs = ThreadPoolExecutor(

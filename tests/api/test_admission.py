@@ -16,18 +16,20 @@ from tests.api.helpers import assert_error, make_settings, post_image, serving
 from tests.harness.live_server import MetricsSnapshot
 
 QUEUE_SIZE = 2
+WHOLE_QUEUE = {"queue_size": QUEUE_SIZE, "queue_per_caller": QUEUE_SIZE}
+"""These tests are about the total bound: one caller (the test) may fill the queue."""
 API_KEY = "door-key"
 
 
 @pytest.fixture(scope="module")
 def client(models_dir: Path) -> Iterator[TestClient]:
-    with serving(make_settings(models_dir, queue_size=QUEUE_SIZE)) as client:
+    with serving(make_settings(models_dir, **WHOLE_QUEUE)) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def keyed_client(models_dir: Path) -> Iterator[TestClient]:
-    settings = make_settings(models_dir, queue_size=QUEUE_SIZE, api_key=API_KEY)
+    settings = make_settings(models_dir, **WHOLE_QUEUE, api_key=API_KEY)
     with serving(settings) as client:
         yield client
 
@@ -110,3 +112,23 @@ def test_a_caller_over_its_share_is_refused_at_the_door_while_another_is_served(
             assert served.status_code == 200
         finally:
             worker.release(held)
+
+
+def test_by_default_a_flooding_caller_is_refused_while_a_second_one_still_gets_in(
+    models_dir: Path,
+) -> None:
+    """No per-caller setting: a caller may hold three of a queue of four slots."""
+    with serving(make_settings(models_dir, queue_size=4)) as flooder:
+        worker = service_of(flooder).worker
+        held = [worker.reserve("testclient") for _ in range(3)]
+        try:
+            refused = post_image(flooder, "/v1/explain", params={"model": "tiny"})
+            assert assert_error(refused, 429, "queue_full") == (
+                "caller 'testclient' holds 3 of its 3 queue slots (the queue serves its callers "
+                "in turn); retry shortly"
+            )
+            other = TestClient(flooder.app, client=("10.0.0.2", 50000))
+            assert post_image(other, "/v1/explain", params={"model": "tiny"}).status_code == 200
+        finally:
+            for reservation in held:
+                worker.release(reservation)

@@ -34,7 +34,12 @@ SECRET = "secret-internal-detail-4711"
 
 @pytest.fixture(scope="module")
 def client(models_dir: Path) -> Iterator[TestClient]:
-    settings = make_settings(models_dir, max_top_k=MAX_TOP_K, queue_size=QUEUE_SIZE)
+    settings = make_settings(
+        models_dir,
+        max_top_k=MAX_TOP_K,
+        queue_size=QUEUE_SIZE,
+        queue_per_caller=QUEUE_SIZE,  # the queue tests are about the total bound: one client
+    )
     with serving(settings, raise_server_exceptions=False) as client:
         yield client
 

@@ -151,10 +151,11 @@ def test_invalid_json_gets_422(client: TestClient) -> None:
     assert "invalid JSON" in assert_error(response, 422, "invalid_parameter")
 
 
-def test_more_instances_than_the_queue_holds_get_422(client: TestClient) -> None:
-    body = instances(*[IMAGES[0]] * 9)
+def test_more_instances_than_one_caller_may_queue_get_422(client: TestClient) -> None:
+    """A queue of 8 leaves a quarter of it to other callers: one request gets 6 instances."""
+    body = instances(*[IMAGES[0]] * 7)
     message = assert_error(client.post("/v1/models/tiny:predict", json=body), 422)
-    assert "at most 8 instances" in message
+    assert "at most 6 instances" in message
 
 
 def test_bad_base64_and_bad_images_get_400(client: TestClient) -> None:

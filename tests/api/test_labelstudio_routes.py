@@ -74,7 +74,12 @@ def task(reference: str, task_id: int = 1) -> dict[str, Any]:
 LOCAL = "/data/local-files/?d=scenes/one.png"
 
 
-def predict(client: TestClient, tasks: list[dict[str, Any]], label_config: str) -> Any:
+def predict(
+    client: TestClient,
+    tasks: list[dict[str, Any]],
+    label_config: str,
+    headers: dict[str, str] | None = None,
+) -> Any:
     """A request shaped like Label Studio's own ``MLApi.make_predictions``."""
     body = {
         "tasks": tasks,
@@ -82,7 +87,7 @@ def predict(client: TestClient, tasks: list[dict[str, Any]], label_config: str) 
         "label_config": label_config,
         "params": {"login": None, "password": None, "context": None},
     }
-    return client.post("/labelstudio/predict", json=body)
+    return client.post("/labelstudio/predict", json=body, headers=headers)
 
 
 def explained(client: TestClient) -> dict[str, Any]:

@@ -35,7 +35,13 @@ CAM_ROUTE = "/v1/cam"
 
 @pytest.fixture(scope="module")
 def server(models_dir: Path, work_dir: Path) -> Iterator[LiveServer]:
-    settings = {"queue_size": 2, "max_batch_size": 1, "max_wait_ms": 0, "request_timeout_s": 120}
+    settings = {
+        "queue_size": 2,
+        "queue_per_caller": 2,  # these tests are about the total bound: one client fills it
+        "max_batch_size": 1,
+        "max_wait_ms": 0,
+        "request_timeout_s": 120,
+    }
     with live_server(models_dir, work_dir, settings) as running:
         yield running
 

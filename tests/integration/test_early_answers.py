@@ -38,7 +38,12 @@ ENDLESS_CAP = 64 * 1024 * 1024
 
 @pytest.fixture(scope="module")
 def server(models_dir: Path, work_dir: Path) -> Iterator[LiveServer]:
-    settings = {"queue_size": QUEUE_SIZE, "max_batch_size": 1, "max_upload_bytes": MAX_UPLOAD_BYTES}
+    settings = {
+        "queue_size": QUEUE_SIZE,
+        "queue_per_caller": QUEUE_SIZE,  # one client (these tests) may take every slot
+        "max_batch_size": 1,
+        "max_upload_bytes": MAX_UPLOAD_BYTES,
+    }
     with live_server(models_dir, work_dir, settings) as running:
         yield running
 

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from app.config import default_caller_share
 from app.serving.errors import QueueFullError
 from app.serving.fair_queue import FairQueue
 from app.serving.jobs import Job
@@ -82,3 +83,25 @@ def test_a_caller_over_its_share_is_refused_while_another_gets_in() -> None:
         await asyncio.sleep(0)
 
     run(scenario())
+
+
+@pytest.mark.parametrize(("total", "share"), [(1, 1), (2, 1), (3, 2), (4, 3), (8, 6), (64, 48)])
+def test_by_default_a_caller_holds_all_but_a_quarter_of_the_queue(total: int, share: int) -> None:
+    assert default_caller_share(total) == share
+
+
+def test_a_flooding_caller_at_its_default_share_leaves_room_for_a_second() -> None:
+    async def flood() -> FairQueue:
+        queue = FairQueue(64, default_caller_share(64))
+        queue.extend([job_of("10.0.0.1") for _ in range(48)])
+        return queue
+
+    queue = run(flood())
+    assert queue.refusal("10.0.0.1") == (
+        "caller '10.0.0.1' holds 48 of its 48 queue slots (the queue serves its callers in turn); "
+        "retry shortly"
+    )
+    for _ in range(16):
+        assert queue.refusal("10.0.0.2") is None
+        queue.reserve("10.0.0.2")
+    assert queue.refusal("10.0.0.3") == "the queue is full (64 of 64 jobs); retry shortly"

@@ -52,3 +52,16 @@ def test_device_memory_is_recorded_for_a_cuda_device() -> None:
     )
     assert recorded == pytest.approx(torch.cuda.memory_allocated(device))
     assert recorded >= kept.numel() * kept.element_size()
+
+
+def test_queue_waits_name_keyed_callers_and_pool_every_address_as_anonymous() -> None:
+    metrics = Metrics(keyed_callers=["alice", "key 2843fbce"])
+    for caller in ["alice", "10.0.0.1", "10.0.0.2", "", "key 2843fbce", "bob", "alice"]:
+        metrics.observe_wait(caller, "short", 0.01)
+    snapshot = MetricsSnapshot.parse(metrics.render().decode())
+    series = {
+        dict(labels)["caller"]: value
+        for (name, labels), value in snapshot.samples.items()
+        if name == "camserve_caller_queue_wait_seconds_count"
+    }
+    assert series == {"alice": 2.0, "key 2843fbce": 1.0, "anonymous": 4.0}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import nullcontext
 
 import numpy as np
 import torch
@@ -15,6 +16,7 @@ from app.engine.hooks import count_hooks
 from app.engine.score_cam import MaskedPasses
 from app.serving.errors import DeadlineExceededError
 from app.serving.prometheus import Metrics
+from app.serving.slices import MOST_LONG_SLOWDOWN, Pause, Slicer
 from app.serving.worker import BatchingWorker, BatchKey, JobResult
 from tests.serving.test_worker import (
     SMALL,
@@ -193,3 +195,27 @@ def test_a_cancelled_long_job_is_never_answered() -> None:
     assert unanswered
     assert answer.batch_size == 1
     assert model.calls < 1 + 16 + 1
+
+
+def test_short_batches_take_at_most_three_tenths_of_the_long_batch_s_own_time() -> None:
+    """Chunks of 10 ms, slices of 10 ms, and a short batch of 60 ms waiting at every boundary:
+    without a longer slice after each short batch, the long batch would take 7 times as long."""
+    clock = [0.0]
+    short_runs = []
+
+    def short_batch(pause: Pause) -> bool:
+        with pause():
+            short_runs.append(clock[0])
+            clock[0] += 0.06
+        return True
+
+    async def long_batch() -> None:
+        slicer = Slicer(0.01, nullcontext, short_batch, clock=lambda: clock[0])
+        boundary = slicer.checkpoint_of([make_job(LONG, methods=("scorecam",), deadline_s=60)])
+        for _ in range(200):  # 2 s of the long batch's own work
+            clock[0] += 0.01
+            boundary()
+
+    run(long_batch())
+    assert 9 <= len(short_runs) <= 11  # short batches still get through, once every ~0.2 s
+    assert clock[0] / 2.0 <= MOST_LONG_SLOWDOWN + 0.01  # 1.3, and the first 10 ms slice
