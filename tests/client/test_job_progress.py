@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from app.client import AsyncClient, Client
-from tests.integration.live import LiveServer
+from tests.client.conftest import shapes_models
+from tests.integration.live import LiveServer, live_server
 from tests.support import SAMPLE_PHOTOS, image_bytes
 
 STAR = SAMPLE_PHOTOS.parent / "shapes" / "star.jpg"
@@ -25,13 +26,27 @@ def client(shapes_server: LiveServer) -> Iterator[Client]:
         yield client
 
 
-def test_explain_follows_a_score_cam_job_and_answers_as_the_plain_call(client: Client) -> None:
-    """The followed call comes first, on an image no other test sends: the server's caches
-    (on here) would answer a repeated one at once, from 0 to 1 with nothing between."""
+@pytest.fixture(scope="module")
+def stepwise_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The shapes model with one masked input per Score-CAM chunk: its progress moves in as
+    many steps as the layer has channels, so that a poll always lands between two of them
+    (with the default chunks a fast machine runs the whole job in one or two)."""
+    models = shapes_models(tmp_path_factory.mktemp("models"))
+    settings = {"score_cam_batch_size": 1}
+    with live_server(models, tmp_path_factory.mktemp("server"), settings) as server:
+        yield server
+
+
+def test_explain_follows_a_score_cam_job_and_answers_as_the_plain_call(
+    stepwise_server: LiveServer,
+) -> None:
+    """The followed call comes first: the server's caches would answer a repeated one at
+    once, from 0 to 1 with nothing between."""
     image = image_bytes(96, 96, seed=4242)
     heard: list[float] = []
-    followed = client.explain(image, on_progress=heard.append, **SCORE_CAM)
-    plain = client.explain(image, **SCORE_CAM)
+    with Client(stepwise_server.base_url, poll_s=POLL_S) as client:
+        followed = client.explain(image, on_progress=heard.append, **SCORE_CAM)
+        plain = client.explain(image, **SCORE_CAM)
     assert heard == sorted(heard)
     assert heard[-1] == 1.0
     assert any(0 < fraction < 1 for fraction in heard), heard
