@@ -69,6 +69,10 @@ def train_dense_command(
     first_scene: Annotated[
         int, typer.Option(min=0, help="Index of the first training scene.")
     ] = DenseTrainingConfig.first_scene,
+    background_weight: Annotated[
+        float,
+        typer.Option(min=0.0, help="Segmentation: loss weight of background pixels (shapes: 1)."),
+    ] = DenseTrainingConfig.background_weight,
 ) -> None:
     """Train camserve's shape detector or segmenter on the CPU, from scratch or from --from,
     write its checkpoint to --output and print its held-out quality (models/*.toml name the
@@ -83,6 +87,7 @@ def train_dense_command(
         start_from=start_from,
         varied_tenths=varied,
         first_scene=first_scene,
+        background_weight=background_weight,
     )
     path = output / CHECKPOINTS[task]
     train = train_detector if task == "detection" else train_segmenter
