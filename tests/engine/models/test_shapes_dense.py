@@ -27,6 +27,9 @@ SEGMENTATION_FLOOR = 0.6
 FOREIGN_DETECTION_FLOORS = {"recall": 0.9, "precision": 0.8}
 """Measured on the first 12 foreign object scenes (seed 0, 35 shapes): recall 0.943, precision
 0.846; the detector shipped before issue 41 scored 0.914 and 0.744."""
+FOREIGN_SEGMENTATION_FLOOR = 0.45
+"""Measured on the same 12 scenes: mean IoU 0.492; the segmenter shipped before issue 41 scored
+0.377."""
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +66,15 @@ def test_the_shipped_detector_is_precise_on_scenes_of_another_generator(
     assert quality.objects == 35
     for name, floor in FOREIGN_DETECTION_FLOORS.items():
         assert getattr(quality, name) >= floor, (name, quality)
+
+
+def test_the_shipped_segmenter_segments_scenes_of_another_generator(
+    foreign: list[ObjectScene],
+) -> None:
+    loaded = load_dense_model(find_spec(SHIPPED_MODELS, "shapes-segmenter"))
+    assert isinstance(loaded.module, SegmentationScores)
+    quality = evaluate_segmenter(loaded.module.segmenter, foreign)
+    assert quality.mean_iou >= FOREIGN_SEGMENTATION_FLOOR, quality
 
 
 @pytest.mark.parametrize("architecture", ["shapes_fasterrcnn", "shapes_segmenter"])
