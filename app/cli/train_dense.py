@@ -56,9 +56,27 @@ def train_dense_command(
     seed: Annotated[int, typer.Option(help="Seed of the initialisation.")] = (
         DenseTrainingConfig.seed
     ),
+    start_from: Annotated[
+        Path | None,
+        typer.Option("--from", exists=True, dir_okay=False, help="Fine-tune this checkpoint."),
+    ] = None,
+    varied: Annotated[
+        int,
+        typer.Option(
+            min=0, max=10, help="Of every ten scenes, how many are of the varied settings."
+        ),
+    ] = DenseTrainingConfig.varied_tenths,
+    first_scene: Annotated[
+        int, typer.Option(min=0, help="Index of the first training scene.")
+    ] = DenseTrainingConfig.first_scene,
+    background_weight: Annotated[
+        float,
+        typer.Option(min=0.0, help="Segmentation: loss weight of background pixels (shapes: 1)."),
+    ] = DenseTrainingConfig.background_weight,
 ) -> None:
-    """Train camserve's shape detector or segmenter from scratch on the CPU, write its
-    checkpoint to --output and print its held-out quality (models/*.toml name the files)."""
+    """Train camserve's shape detector or segmenter on the CPU, from scratch or from --from,
+    write its checkpoint to --output and print its held-out quality (models/*.toml name the
+    files)."""
     torch.set_num_threads(threads)
     config = DenseTrainingConfig(
         steps=steps,
@@ -66,6 +84,10 @@ def train_dense_command(
         learning_rate=learning_rate,
         seed=seed,
         checkpoint_every=checkpoint_every,
+        start_from=start_from,
+        varied_tenths=varied,
+        first_scene=first_scene,
+        background_weight=background_weight,
     )
     path = output / CHECKPOINTS[task]
     train = train_detector if task == "detection" else train_segmenter

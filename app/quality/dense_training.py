@@ -1,8 +1,9 @@
 """Training camserve's shape detector and segmenter on generated object scenes, on the CPU.
 
-Both train from scratch with AdamW and a one-cycle schedule on scenes of ``TRAINING_OBJECT_SCENES``
-(seed ``TRAINING_SEED``); ``evaluate_detector`` and ``evaluate_segmenter`` score them on
-held-out scenes (another seed, and the held-out settings). A run is a command
+Both train with AdamW and a one-cycle schedule on scenes of ``TRAINING_OBJECT_SCENES`` (seed
+``TRAINING_SEED``), from scratch or from a checkpoint, with a share of each batch drawn from the
+broader ``VARIED_OBJECT_SCENES`` instead; ``evaluate_detector`` and ``evaluate_segmenter``
+score them on held-out scenes (another seed, and the held-out settings). A run is a command
 (``camserve train-dense``), never part of the test suite.
 """
 
@@ -23,6 +24,7 @@ from app.engine.models.shapes_dense import ShapesSegmenter, shapes_detector
 from app.quality.object_scenes import (
     DENSE_LABELS,
     TRAINING_OBJECT_SCENES,
+    VARIED_OBJECT_SCENES,
     ObjectScene,
     object_scene_at,
 )
@@ -37,6 +39,7 @@ __all__ = [
     "segmenter_preprocessing",
     "train_detector",
     "train_segmenter",
+    "training_scene",
     "write_checkpoint",
 ]
 
@@ -57,6 +60,15 @@ class DenseTrainingConfig:
     """Seed of the initialisation."""
     checkpoint_every: int = 0
     """Hand the model to ``on_checkpoint`` every so many steps (0: only at the end)."""
+    start_from: Path | None = None
+    """Fine-tune the weights of this checkpoint (``None``: train from scratch)."""
+    varied_tenths: int = 0
+    """How many of every ten scenes come from ``VARIED_OBJECT_SCENES`` (0 to 10)."""
+    first_scene: int = 0
+    """Index of the first training scene (another offset draws scenes not trained on before)."""
+    background_weight: float = 1.0
+    """The segmenter's loss weight of a background pixel (each shape's pixels weigh 1): under
+    1, missing a shape's pixels costs more than taking background for a shape."""
 
 
 @dataclass(frozen=True)
@@ -78,9 +90,21 @@ def _detector_targets(scene: ObjectScene) -> dict[str, Tensor]:
     }
 
 
-def _scenes(first: int, count: int) -> Iterator[ObjectScene]:
+def training_scene(index: int, varied_tenths: int) -> ObjectScene:
+    """Training scene ``index``: of the varied settings when ``index % 10 < varied_tenths``."""
+    varied = index % 10 < varied_tenths
+    settings = VARIED_OBJECT_SCENES if varied else TRAINING_OBJECT_SCENES
+    return object_scene_at(TRAINING_SEED, index, settings)
+
+
+def _scenes(first: int, count: int, varied_tenths: int) -> Iterator[ObjectScene]:
     for index in range(first, first + count):
-        yield object_scene_at(TRAINING_SEED, index, TRAINING_OBJECT_SCENES)
+        yield training_scene(index, varied_tenths)
+
+
+def _start(model: nn.Module, config: DenseTrainingConfig) -> None:
+    if config.start_from is not None:
+        model.load_state_dict(torch.load(config.start_from, map_location="cpu", weights_only=True))
 
 
 def _optimiser(
@@ -107,7 +131,8 @@ def _train(
     started = time.monotonic()
     model.train()
     for step in range(config.steps):
-        batch = list(_scenes(step * config.batch_size, config.batch_size))
+        first = config.first_scene + step * config.batch_size
+        batch = list(_scenes(first, config.batch_size, config.varied_tenths))
         loss = loss_of(batch)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
@@ -128,9 +153,10 @@ def train_detector(
     on_step: StepReport = lambda _step, _loss: None,
     on_checkpoint: Checkpoint = lambda _model: None,
 ) -> tuple[FasterRCNN, DenseTrainingReport]:
-    """A ``shapes_fasterrcnn`` trained from scratch."""
+    """A ``shapes_fasterrcnn`` trained from scratch or fine-tuned."""
     torch.manual_seed(config.seed)
     model = shapes_detector(len(DENSE_LABELS))
+    _start(model, config)
 
     def loss_of(batch: list[ObjectScene]) -> Tensor:
         losses = model([scene_tensor(s) for s in batch], [_detector_targets(s) for s in batch])
@@ -171,10 +197,13 @@ def train_segmenter(
     on_step: StepReport = lambda _step, _loss: None,
     on_checkpoint: Checkpoint = lambda _model: None,
 ) -> tuple[ShapesSegmenter, DenseTrainingReport]:
-    """A ``shapes_segmenter`` trained from scratch (per-pixel cross-entropy)."""
+    """A ``shapes_segmenter`` trained from scratch or fine-tuned (per-pixel cross-entropy)."""
     torch.manual_seed(config.seed)
     model = ShapesSegmenter(len(DENSE_LABELS))
-    loss_fn = nn.CrossEntropyLoss()
+    _start(model, config)
+    weights = torch.ones(len(DENSE_LABELS))
+    weights[0] = config.background_weight
+    loss_fn = nn.CrossEntropyLoss(weight=weights)
 
     def loss_of(batch: list[ObjectScene]) -> Tensor:
         inputs, targets = segmenter_batch(batch)

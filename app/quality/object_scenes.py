@@ -34,6 +34,7 @@ __all__ = [
     "DENSE_LABELS",
     "HELD_OUT_OBJECT_SCENES",
     "TRAINING_OBJECT_SCENES",
+    "VARIED_OBJECT_SCENES",
     "ObjectScene",
     "ObjectSceneSettings",
     "SceneObject",
@@ -58,11 +59,31 @@ class ObjectSceneSettings:
     """How many shapes a scene holds (inclusive); fewer when they do not fit."""
     radius: tuple[float, float] = (0.09, 0.22)
     """A shape's radius as a fraction of the image's shorter side."""
+    words: tuple[int, int] = (0, 0)
+    """How many words of random letters are printed over the clutter (OpenCV's Hershey
+    fonts)."""
 
 
 TRAINING_OBJECT_SCENES = ObjectSceneSettings(
     base=replace(TRAINING_SCENES, long_side=(96, 1200), aspect=(0.5, 2.0))
 )
+VARIED_OBJECT_SCENES = ObjectSceneSettings(
+    base=replace(
+        TRAINING_SCENES,
+        long_side=(96, 1200),
+        aspect=(0.5, 2.0),
+        textures=(*TRAINING_SCENES.textures, *("photo",) * 7),
+        distractors=(0, 5),
+        specks=(0, 40),
+        min_contrast=45.0,
+    ),
+    objects=(1, 5),
+    radius=(0.06, 0.26),
+    words=(0, 4),
+)
+"""Broader training scenes: a photo background half the time (``textures.TRAINING_PHOTOS``),
+more distractors and specks, printed words, shapes from smaller to larger and of lower
+contrast against what lies under them."""
 HELD_OUT_OBJECT_SCENES = ObjectSceneSettings(
     base=replace(HELD_OUT_SCENES, long_side=(96, 1200), aspect=(0.5, 2.0), draw_limit=320),
     radius=(0.1, 0.2),
@@ -127,6 +148,8 @@ def _generate(rng: np.random.Generator, settings: ObjectSceneSettings) -> Object
     painter = _Painter(rng, base, scale)
     image = painter.background(width, height)
     painter.clutter(image)
+    if settings.words[1] > 0:
+        _print_words(rng, image, int(rng.integers(settings.words[0], settings.words[1] + 1)))
     short_side = min(width, height)
     painter.distractors(image, settings.radius[0] * short_side * 1.5)
     wanted = int(rng.integers(settings.objects[0], settings.objects[1] + 1))
@@ -137,6 +160,23 @@ def _generate(rng: np.random.Generator, settings: ObjectSceneSettings) -> Object
         if placed is not None:
             objects.append(placed)
     return ObjectScene(image=image, objects=tuple(objects))
+
+
+def _print_words(rng: np.random.Generator, image: NDArray[np.uint8], count: int) -> None:
+    """``count`` words of 2-9 random capitals and digits, anywhere, in random colours."""
+    height, width = image.shape[:2]
+    letters = "ABCDEFGHKMNPQRSTUVWXYZ23456789"
+    for _ in range(count):
+        word = "".join(
+            letters[int(i)] for i in rng.integers(len(letters), size=rng.integers(2, 10))
+        )
+        scale = float(rng.uniform(0.02, 0.08)) * min(width, height) / 22
+        origin = (int(rng.integers(width)), int(rng.integers(height)))
+        colour = tuple(int(c) for c in rng.integers(0, 256, 3))
+        thickness = max(1, round(scale * float(rng.uniform(1, 3))))
+        font = int(rng.choice([cv2.FONT_HERSHEY_SIMPLEX, cv2.FONT_HERSHEY_DUPLEX,
+                               cv2.FONT_HERSHEY_COMPLEX, cv2.FONT_HERSHEY_PLAIN]))  # fmt: skip
+        cv2.putText(image, word, origin, font, max(scale, 0.3), colour, thickness, cv2.LINE_AA)
 
 
 def _place(

@@ -42,7 +42,8 @@ __all__ = [
 SHAPES = ("circle", "square", "triangle", "star", "cross")
 DISTRACTORS = ("ellipse", "ring", "bar", "crescent")
 TEXTURES = (
-    "blotches", "stripes", "flat", "waves", "gradient", "checks", "noise", "cells", "marble"
+    "blotches", "stripes", "flat", "waves", "gradient", "checks", "noise", "cells", "marble",
+    "photo",
 )  # fmt: skip
 DEFAULT_SIZE = 128
 """The demo model's input size (height = width)."""
@@ -86,6 +87,8 @@ class SceneSettings:
     """A star's inner radius as a fraction of its outer radius."""
     cross_arm: Range = (0.4, 0.4)
     """A cross's arm half-width as a fraction of its radius."""
+    min_contrast: float = MIN_CONTRAST
+    """Least distance (in RGB units) between the target's colour and the background under it."""
 
     def __post_init__(self) -> None:
         unknown = set(self.textures) - set(TEXTURES)
@@ -282,11 +285,12 @@ class _Painter:
     def contrasting_colour(
         self, image: NDArray[np.uint8], mask: NDArray[np.uint8]
     ) -> NDArray[np.float32]:
-        """A colour at least ``MIN_CONTRAST`` away from the mean background under the mask."""
+        """A colour at least the settings' ``min_contrast`` away from the mean background under
+        the mask."""
         under = image[mask > 0].astype(np.float32).mean(axis=0)
         for _ in range(200):
             colour = self.colour()
-            if float(np.linalg.norm(colour - under)) >= MIN_CONTRAST:
+            if float(np.linalg.norm(colour - under)) >= self.settings.min_contrast:
                 return colour
         return np.where(under > 127, 0.0, 255.0).astype(np.float32)  # pragma: no cover
 

@@ -1,18 +1,22 @@
 """Background textures of the generated scenes: blotches, stripes, flat, waves, gradient and
 checks, and the busier noise (fractal value noise in three colours), cells (a mosaic of
 irregular polygons) and marble (veins from noise-warped sine waves), each painted from a
-palette's random colours."""
+palette's random colours; and photo, a crop of one of scikit-image's bundled photographs
+(``TRAINING_PHOTOS``: none that ``foreign_scenes.py`` draws on), grey ones tinted in two of the
+palette's colours."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Protocol
 
 import cv2
 import numpy as np
 from numpy.typing import NDArray
+from skimage import data as photos
 
-__all__ = ["TEXTURE_PAINTERS", "Palette"]
+__all__ = ["TEXTURE_PAINTERS", "TRAINING_PHOTOS", "Palette"]
 
 
 class Palette(Protocol):
@@ -142,6 +146,48 @@ def _marble(painter: Palette, width: int, height: int) -> NDArray[np.float32]:
     return _two_tone(painter, np.abs(np.sin(phase)).astype(np.float32) ** 0.5)
 
 
+TRAINING_PHOTOS: dict[str, Callable[[], NDArray[np.uint8]]] = {
+    "camera": photos.camera,
+    "moon": photos.moon,
+    "coins": photos.coins,
+    "page": photos.page,
+    "text": photos.text,
+    "cell": photos.cell,
+    "clock": photos.clock,
+    "motorcycle": lambda: _stereo_pair()[0],
+    "motorcycle-right": lambda: _stereo_pair()[1],
+}
+"""The photo texture's sources; the grey ones are tinted in two colours."""
+
+
+def _stereo_pair() -> tuple[NDArray[np.uint8], NDArray[np.uint8]]:
+    left, right, _disparity = photos.stereo_motorcycle()  # type: ignore[no-untyped-call]
+    return np.asarray(left, np.uint8), np.asarray(right, np.uint8)
+
+
+@cache
+def _training_photo(name: str) -> NDArray[np.uint8]:
+    return np.asarray(TRAINING_PHOTOS[name](), dtype=np.uint8)
+
+
+def _photo(painter: Palette, width: int, height: int) -> NDArray[np.float32]:
+    """A random crop (a fifth to all of the photo's side, the canvas's aspect ratio), turned by
+    a random quarter turn, stretched over the canvas."""
+    rng = painter.rng
+    source = _training_photo(sorted(TRAINING_PHOTOS)[int(rng.integers(len(TRAINING_PHOTOS)))])
+    source = np.rot90(source, int(rng.integers(4)))
+    rows, cols = source.shape[:2]
+    scale = rng.uniform(0.2, 1.0)
+    crop_w = min(cols, max(8, round(scale * min(cols, rows * width / height))))
+    crop_h = min(rows, max(8, round(crop_w * height / width)))
+    x0, y0 = int(rng.integers(cols - crop_w + 1)), int(rng.integers(rows - crop_h + 1))
+    crop = np.ascontiguousarray(source[y0 : y0 + crop_h, x0 : x0 + crop_w]).astype(np.float32)
+    stretched = cv2.resize(crop, (width, height), interpolation=cv2.INTER_AREA)
+    if stretched.ndim == 3:
+        return np.asarray(stretched, np.float32)
+    return _two_tone(painter, np.asarray(stretched, np.float32) / np.float32(255))
+
+
 TEXTURE_PAINTERS: dict[str, Callable[[Palette, int, int], NDArray[np.float32]]] = {
     "blotches": _blotches,
     "stripes": _stripes,
@@ -152,4 +198,5 @@ TEXTURE_PAINTERS: dict[str, Callable[[Palette, int, int], NDArray[np.float32]]] 
     "noise": _noise,
     "cells": _cells,
     "marble": _marble,
+    "photo": _photo,
 }

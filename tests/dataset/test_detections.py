@@ -50,7 +50,9 @@ from tests.support import write_dense_models, write_scenes
 METHODS = ("gradcam", "eigencam")
 SIZES = [(200, 150), (160, 120), (200, 150)]
 """Two images of one size (one detector pass) and one of another."""
-SCENE_SEED = 18
+SCENE_SEED = 42
+"""Scenes on which the shipped detector's scores lie far apart (2e-2 or more; on seed 18's
+third the retrained detector scores two shapes 6e-4 apart)."""
 HEATMAP_LEVELS = 2
 """Gray levels an actor's heatmap may differ from the service's: their detector passes batch
 the images differently, so their maps agree up to rounding, which may move a pixel's level."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.quality.dense_training import training_scene
 from app.quality.object_scenes import (
     DENSE_LABELS,
     HELD_OUT_OBJECT_SCENES,
     TRAINING_OBJECT_SCENES,
+    VARIED_OBJECT_SCENES,
     object_scene_at,
     object_scenes,
 )
@@ -53,3 +55,28 @@ def test_each_shape_has_its_own_pixels_and_tight_box() -> None:
             assert (label_map[item.mask] == item.label).all()
         assert covered.max() <= 1  # no two shapes share a pixel
         assert int((label_map > 0).sum()) == int(covered.sum())
+
+
+def test_varied_scenes_hold_small_and_large_shapes_on_photos_half_the_time() -> None:
+    drawn = list(object_scenes(0, 40, VARIED_OBJECT_SCENES))
+    textures = VARIED_OBJECT_SCENES.base.textures
+    assert textures.count("photo") == len(textures) // 2 == 7
+    sides = [
+        max(item.box[2] - item.box[0], item.box[3] - item.box[1]) / min(s.image.shape[:2])
+        for s in drawn
+        for item in s.objects
+    ]
+    assert min(sides) < 0.15
+    assert max(sides) > 0.4
+    assert max(len(s.objects) for s in drawn) == VARIED_OBJECT_SCENES.objects[1] == 5
+
+
+def test_training_mixes_in_varied_scenes_by_index() -> None:
+    """With six tenths varied, indices ending in 0-5 are varied scenes, 6-9 the training ones;
+    with none, every index is the training settings' scene."""
+    for index in (20, 25, 26, 29):
+        varied = object_scene_at(0, index, VARIED_OBJECT_SCENES).image
+        plain = object_scene_at(0, index, TRAINING_OBJECT_SCENES).image
+        expected = varied if index % 10 < 6 else plain
+        assert np.array_equal(training_scene(index, 6).image, expected)
+        assert np.array_equal(training_scene(index, 0).image, plain)

@@ -60,3 +60,14 @@ def test_noise_stays_between_its_darkest_and_lightest_colours_per_channel() -> N
     stacked = np.stack(COLOURS)
     assert (texture >= stacked.min(axis=0) - 1e-3).all()
     assert (texture <= stacked.max(axis=0) + 1e-3).all()
+
+
+def test_the_photo_texture_is_a_detailed_crop_that_changes_with_the_seed() -> None:
+    """Grey photos are tinted in two of the palette's colours, colour ones keep their own: in
+    either case a hundred distinct colours or more, where a flat texture has one."""
+    photos = [TEXTURE_PAINTERS["photo"](_Palette(seed), 96, 64) for seed in range(6)]
+    for photo in photos:
+        assert len(np.unique(photo.round().reshape(-1, 3), axis=0)) >= 100
+    assert not any(np.array_equal(photos[0], other) for other in photos[1:])
+    flat = TEXTURE_PAINTERS["flat"](_Palette(0), 96, 64)
+    assert len(np.unique(flat.reshape(-1, 3), axis=0)) == 1
