@@ -1,0 +1,12 @@
+"""camserve: CAM / Grad-CAM explanations of image classifiers, detectors and segmenters as a
+service."""
+
+from importlib.metadata import version
+
+__version__ = version("camserve")
+"""The installed version: one value, written once in ``client/camserve_client/VERSION``, which
+both distributions (camserve and camserve-client) read when they are built."""
+
+SUMMARY = "CAM / Grad-CAM explanations of image models: classifiers, detectors and segmenters."
+"""What camserve does, in one sentence: the first line of ``camserve --help`` and of the API's
+description."""
