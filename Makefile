@@ -12,7 +12,7 @@ FO_STAMP := $(FO_VENV)/.installed-stamp
 KS_VENV ?= .venv-kserve
 KS_STAMP := $(KS_VENV)/.installed-stamp
 
-.PHONY: serve test test-threads test-mkl wheel-check labelstudio-e2e image-check lint typecheck check clean
+.PHONY: serve test test-threads test-mkl wheel-check wheels labelstudio-e2e image-check lint typecheck check clean
 
 # `make serve` installs what serving needs: camserve and its client, editable, with their runtime
 # dependencies pinned by constraints.txt. `make test` adds the development set on top.
@@ -98,6 +98,12 @@ test-mkl: $(STAMP)
 # them through the installed client. About 5 minutes, most of it installing torch.
 wheel-check: $(STAMP)
 	$(BIN)/python -m scripts.release.wheel_check
+
+# The two wheels a user installs: dist/camserve-*.whl (the server, the shipped models inside) and
+# dist/camserve_client-*.whl (the client alone: httpx, numpy, Pillow).
+wheels: $(SERVE_STAMP)
+	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir dist \
+		./client .
 
 labelstudio-e2e: $(STAMP) $(LS_STAMP)
 	$(BIN)/python -m tests.harness.labelstudio_e2e --label-studio $(LS_VENV)/bin/label-studio

@@ -1,9 +1,12 @@
 """camserve: CAM / Grad-CAM explanations of image classifiers, detectors and segmenters as a
 service."""
 
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 
-__version__ = version("camserve")
+try:
+    __version__ = version("camserve")
+except PackageNotFoundError:  # sources on PYTHONPATH, not installed (the GPU run's device)
+    __version__ = "0+unknown"
 """The installed version: one value, written once in ``client/camserve_client/VERSION``, which
 both distributions (camserve and camserve-client) read when they are built."""
 
