@@ -129,6 +129,7 @@ def fresh_environment(path: Path, *requirements: str | Path, constraints: bool) 
         "install",
         "--quiet",
         "--disable-pip-version-check",
+        "--no-compile",
     ]
     run([*pip, *pins, "--find-links", Path(requirements[0]).parent, *requirements])
     return python
@@ -150,26 +151,31 @@ def environment_without_camserve(extra: dict[str, str]) -> dict[str, str]:
     return {**kept, **extra}
 
 
-def check_versions(server_python: Path, client_python: Path) -> None:
+def check_versions(server_python: Path, client_python: Path, folder: Path) -> None:
+    """Run in ``folder``, outside the clone: ``python -c`` puts its working directory first
+    on the path."""
     camserve = server_python.parent / "camserve"
-    said = run([camserve, "--version"]).strip()
+    said = run([camserve, "--version"], cwd=folder).strip()
     metadata = "import importlib.metadata as m; print(m.version('camserve'))"
-    server_version = run([server_python, "-c", metadata]).strip()
+    server_version = run([server_python, "-c", metadata], cwd=folder).strip()
     client_metadata = "import camserve_client as c; print(c.__version__)"
-    client_version = run([client_python, "-c", client_metadata]).strip()
+    client_version = run([client_python, "-c", client_metadata], cwd=folder).strip()
     if (said, server_version, client_version) != (f"camserve {VERSION}", VERSION, VERSION):
         raise SystemExit(f"versions disagree: {said!r}, {server_version}, {client_version}")
-    if run([client_python, "-c", "import importlib.util as u; print(u.find_spec('torch'))"]) != (
-        "None\n"
-    ):
+    torch_probe = "import importlib.util as u; print(u.find_spec('torch'))"
+    if run([client_python, "-c", torch_probe], cwd=folder) != "None\n":
         raise SystemExit("torch is importable in the client's environment")
     log(f"camserve --version says {said!r}; both packages' metadata say {VERSION}")
     log("the client's environment has no torch")
 
 
-def serve_from_an_empty_folder(server_python: Path, folder: Path) -> ServerProcess:
+def empty_folder_with_an_unrelated_app(folder: Path) -> Path:
     (folder / "app").mkdir(parents=True)
     (folder / "app" / "__init__.py").write_text(UNRELATED_APP)
+    return folder
+
+
+def serve_from(server_python: Path, folder: Path) -> ServerProcess:
     camserve = str(server_python.parent / "camserve")
     env = environment_without_camserve(
         {"TORCH_HOME": str(folder.parent / "torch"), "CAMSERVE_ALLOW_DOWNLOADS": "false"}
@@ -208,10 +214,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         log("installing the camserve wheel with constraints.txt into a fresh environment...")
         server_python = fresh_environment(work / "server-venv", server_wheel, constraints=True)
         client_python = fresh_environment(work / "client-venv", client_wheel, constraints=False)
-        check_versions(server_python, client_python)
-        server = serve_from_an_empty_folder(server_python, work / "empty")
+        empty = empty_folder_with_an_unrelated_app(work / "empty")
+        check_versions(server_python, client_python, empty)
+        server = serve_from(server_python, empty)
         with running(server):
-            check_served(server, client_python, work / "empty")
+            check_served(server, client_python, empty)
         said = server.log(tail=None)
         if "models from: the models shipped with camserve" not in said:
             raise SystemExit(f"the start-up report does not say where the models are:\n{said}")
