@@ -54,10 +54,7 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Interface to listen on (0.0.0.0 in containers).")
     port: int = Field(8000, ge=1, le=65535, description="TCP port.")
-    models_dir: ModelsFolder = Field(
-        DEFAULT_MODELS_DIR,
-        description="Folder of model manifests (*.toml); the shipped models without ./models.",
-    )
+    models_dir: ModelsFolder = Field(DEFAULT_MODELS_DIR, description="Manifests (*.toml).")
     models: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Comma-separated model names to serve; empty serves every manifest. The "
