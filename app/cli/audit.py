@@ -100,7 +100,7 @@ def audit_command(
             settings,
             model=spec.name,
             version=ModelVersions().version_of(spec),
-            on_progress=lambda message: console.print(f"[dim]{message}[/]", highlight=False),
+            on_progress=lambda message, _done: console.print(f"[dim]{message}[/]", highlight=False),
         )
     except (CamserveError, ValueError) as error:
         raise fail(str(error)) from error

@@ -60,6 +60,7 @@ def audit_json(audit: Audit) -> dict[str, Any]:
             "road_percentiles": list(settings.percentiles),
             "curve_steps": settings.curve_steps,
             "seed": settings.seed,
+            "full_cascade": settings.full_cascade,
         },
         "sanity_rule": (
             f"fails when the mean Spearman correlation with the trained model's maps is "

@@ -1,0 +1,63 @@
+"""The trained model's maps of the reference images: what the sanity check and faithfulness
+score, and what drift compares between two versions of a model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from app.engine.engine import CamEngine
+from app.quality.audit.candidates import Pair, engine_maps
+from app.quality.audit.passes import Passes
+from app.quality.datasets import EvalSample
+
+__all__ = ["ReferenceMaps", "reference_maps"]
+
+
+@dataclass(frozen=True)
+class ReferenceMaps:
+    """Per (method, layer), the maps (B, H, W) in [0, 1] at the model input's size, on the
+    engine's device, of the images named ``images``, each explaining its ``targets`` entry."""
+
+    images: list[str]
+    inputs: Tensor
+    """The preprocessed images (B, C, H, W), on the engine's device."""
+    targets: Tensor
+    """(B,) on the CPU: each image's label when known, else the model's top class."""
+    maps: dict[Pair, Tensor]
+    refusals: dict[Pair, str] = field(default_factory=dict)
+    """Why each pair a method refuses (CAM without a linear head at the layer) is left out."""
+
+
+def reference_maps(
+    engine: CamEngine,
+    samples: Sequence[EvalSample],
+    methods: Sequence[str],
+    layers: Sequence[str],
+    passes: Passes | None = None,
+) -> ReferenceMaps:
+    """``engine``'s maps of ``methods`` at ``layers`` on ``samples``, from one pass (run
+    through ``passes``)."""
+    if not samples:
+        raise ValueError("the reference set holds no images")
+    passes = passes or Passes()
+    inputs = engine.preprocessing([sample.image for sample in samples], engine.device)
+    targets = _targets(passes.probabilities(engine)(inputs), samples)
+    source = engine_maps(methods, layers)
+    maps = passes.maps(source)(engine, inputs, targets)
+    names = [sample.name for sample in samples]
+    return ReferenceMaps(names, inputs, targets, maps, dict(source.refusals))
+
+
+def _targets(probabilities: Tensor, samples: Sequence[EvalSample]) -> Tensor:
+    predicted = probabilities.argmax(dim=1).cpu()
+    labels = [sample.label for sample in samples]
+    return torch.tensor(
+        [
+            label if label is not None else int(top)
+            for label, top in zip(labels, predicted, strict=True)
+        ]
+    )
