@@ -26,6 +26,7 @@ from app.api import (
     labelstudio_routes,
     model_routes,
     ops_routes,
+    report_routes,
     repository_routes,
     v2_routes,
 )
@@ -80,6 +81,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.worker.start()
         service.control.start()
+        service.reports.start()
         fetcher = TaskImageFetcher(_image_sources(settings))
         app.state.labelstudio = LabelStudioBackend.from_service(service, fetcher)
         try:
@@ -90,6 +92,7 @@ def create_app(
                 logger.warning(
                     "the worker is still busy after %.0f s; exiting without it", WORKER_STOP_S
                 )
+            await asyncio.to_thread(service.reports.stop, CONTROL_STOP_S)
             await fetcher.aclose()
             service.codecs.shutdown(wait=True)
 
@@ -141,6 +144,7 @@ def create_app(
     v1.include_router(explain_routes.router)
     v1.include_router(job_routes.router)
     v1.include_router(model_routes.router)
+    v1.include_router(report_routes.router)
     v1.include_router(kserve_routes.router)
     app.include_router(v1)
     app.include_router(v2_routes.router, dependencies=[Depends(require_api_key)])

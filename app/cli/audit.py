@@ -25,16 +25,13 @@ from app.engine.models.registry import load_model
 from app.quality.audit.candidates import DEFAULT_METHODS, candidate_layers
 from app.quality.audit.faithfulness import DEFAULT_CURVE_STEPS
 from app.quality.audit.files import write_audit
+from app.quality.audit.reference import SAMPLES, reference_folder
 from app.quality.audit.road import DEFAULT_PERCENTILES
 from app.quality.audit.run import Audit, AuditSettings, run_audit
 from app.quality.datasets import samples_from_folder
 from app.serving.model_versions import ModelVersions
 
 __all__ = ["SAMPLES", "audit_command", "reference_folder"]
-
-SAMPLES = Path(__file__).resolve().parents[1] / "web" / "static" / "samples"
-"""The page's samples: a folder named after a model is its reference set, photos otherwise."""
-
 
 @cli.command("audit")
 def audit_command(
@@ -107,11 +104,6 @@ def audit_command(
     paths = write_audit(audit, output)
     typer.echo(_summary(audit, timings))
     console.print(f"wrote {', '.join(str(path) for path in paths.values())}", highlight=False)
-
-
-def reference_folder(model: str) -> Path:
-    named = SAMPLES / model
-    return named if named.is_dir() else SAMPLES / "photos"
 
 
 def _names(text: str | None) -> list[str]:

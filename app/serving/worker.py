@@ -30,7 +30,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import replace
+from functools import partial
+from typing import TypeVar
 
 from torch import set_num_threads
 
@@ -39,6 +42,7 @@ from app.engine.images.render import RenderOptions
 from app.serving.batch_dispatch import explain_batch
 from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 from app.serving.fair_queue import FairQueue
+from app.serving.idle_work import IdleUnit, IdleWork
 from app.serving.jobs import (
     PREDICTIONS,
     BatchAbandonedError,
@@ -48,7 +52,13 @@ from app.serving.jobs import (
     MethodMaps,
     Reservation,
 )
-from app.serving.live_versions import Explainer, LiveVersion, VersionTable, free_memory
+from app.serving.live_versions import (
+    Explainer,
+    LiveVersion,
+    VersionObserver,
+    VersionTable,
+    free_memory,
+)
 from app.serving.pass_store import PassStore
 from app.serving.prometheus import Metrics
 from app.serving.segmenter_jobs import is_segmenter
@@ -69,6 +79,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class BatchingWorker:
@@ -113,6 +125,9 @@ class BatchingWorker:
         self._thread = threading.Thread(target=self._run, name="camserve-worker", daemon=True)
         self.batch_seconds = 0.0
         """Exponential moving average of a batch's duration, for Retry-After estimates."""
+        self._idle_work = IdleWork()
+        self.observer: VersionObserver | None = None
+        """Told of every version made current (at start and later) and every model removed."""
 
     # ------------------------------------------------------------------ caller side
 
@@ -124,6 +139,7 @@ class BatchingWorker:
         ``timeout`` seconds); whether it ended (a daemon thread does not hold the process)."""
         with self._condition:
             self._stopping = True
+            self._idle_work.cancel_all()
             self._condition.notify_all()
         if self._thread.is_alive():
             self._thread.join(timeout)
@@ -152,9 +168,11 @@ class BatchingWorker:
         """Make ``live`` the current version of ``name``: jobs queued from now on run on it;
         those pinned to the version it replaces still run on that one."""
         with self._condition:
+            previous = self._versions.current.get(name)
             self._versions.install(name, live)
             dropped = self._versions.drop_unpinned(self._queue)
         free_memory(dropped)
+        self._tell(lambda observer: observer.installed(name, live, previous))
 
     def remove(self, name: str) -> None:
         """Take ``name`` out of service: no new job is pinned to it; those already queued or
@@ -163,6 +181,33 @@ class BatchingWorker:
             self._versions.remove(name)
             dropped = self._versions.drop_unpinned(self._queue)
         free_memory(dropped)
+        self._tell(lambda observer: observer.removed(name))
+
+    def run_when_idle(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` (one small unit: a pass of a few images) on the worker's thread once no
+        job is queued; its result or error comes in the future, which is cancelled if the
+        worker stops first. A job queued meanwhile waits for the unit under way, no more."""
+        with self._condition:
+            if self._stopping:
+                refused: Future[T] = Future()
+                refused.cancel()
+                return refused
+            done = self._idle_work.add(work)
+            self._condition.notify_all()
+            return done
+
+    @property
+    def idle_units_run(self) -> int:
+        """Units of ``run_when_idle`` work run so far."""
+        return self._idle_work.ran
+
+    def _tell(self, news: Callable[[VersionObserver], None]) -> None:
+        if self.observer is None:
+            return
+        try:
+            news(self.observer)
+        except Exception:  # an observer's fault must not stop a load or the worker
+            logger.exception("the version observer failed")
 
     def version_of(self, name: str) -> str | None:
         """The current version of ``name`` (``None``: not served)."""
@@ -240,8 +285,11 @@ class BatchingWorker:
         if self._torch_threads:
             set_num_threads(self._torch_threads)
         self._install_loaded()
-        while (batch := self._next_batch()) is not None:
-            self._process(batch)
+        while (work := self._next_batch()) is not None:
+            if isinstance(work, IdleUnit):
+                work.run()
+                continue
+            self._process(work)
             self._after_batch()
 
     def _install_loaded(self) -> None:
@@ -251,10 +299,15 @@ class BatchingWorker:
             loaded = self._startup()
         except Exception:
             logger.exception("the worker's start-up failed; no model will be served")
+        installed = {
+            name: entry if isinstance(entry, LiveVersion) else LiveVersion(entry)
+            for name, entry in loaded.items()
+        }
         with self._condition:
-            for name, entry in loaded.items():
-                live = entry if isinstance(entry, LiveVersion) else LiveVersion(entry)
+            for name, live in installed.items():
                 self._versions.install(name, live)
+        for name, live in installed.items():
+            self._tell(partial(_installed_news, name, live))
 
     def _after_batch(self) -> None:
         """Drop the versions that only the finished batch still needed."""
@@ -263,15 +316,18 @@ class BatchingWorker:
             dropped = self._versions.drop_unpinned(self._queue)
         free_memory(dropped)
 
-    def _next_batch(self) -> list[Job] | None:
+    def _next_batch(self) -> list[Job] | IdleUnit | None:
         """The oldest job plus compatible ones, once the batch is full or its wait is over; a
-        job that arrived while the worker was idle, with nothing else queued, starts at once."""
+        job that arrived while the worker was idle, with nothing else queued, starts at once.
+        With no job queued, a unit of idle work, if one waits."""
         with self._condition:
             if not self._queue:
                 self._idle_since = time.monotonic()
             while not self._queue:
                 if self._stopping:
                     return None
+                if (unit := self._idle_work.take()) is not None:
+                    return unit
                 self._condition.wait()
             first = self._queue.first()
             assert first is not None
@@ -392,3 +448,8 @@ class BatchingWorker:
     def _version_for(self, key: BatchKey) -> LiveVersion:
         with self._condition:
             return self._versions.version_for(key)
+
+
+def _installed_news(name: str, live: LiveVersion, observer: VersionObserver) -> None:
+    """A start-up version, made current in place of none."""
+    observer.installed(name, live, None)

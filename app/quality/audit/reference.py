@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -14,7 +15,16 @@ from app.quality.audit.candidates import Pair, engine_maps
 from app.quality.audit.passes import Passes
 from app.quality.datasets import EvalSample
 
-__all__ = ["ReferenceMaps", "reference_maps"]
+__all__ = ["SAMPLES", "ReferenceMaps", "reference_folder", "reference_maps"]
+
+SAMPLES = Path(__file__).resolve().parents[2] / "web" / "static" / "samples"
+"""The page's samples: a folder named after a model is its reference set, photos otherwise."""
+
+
+def reference_folder(model: str) -> Path:
+    """The shipped reference images of ``model``: its own samples, else the photos."""
+    named = SAMPLES / model
+    return named if named.is_dir() else SAMPLES / "photos"
 
 
 @dataclass(frozen=True)
