@@ -143,7 +143,8 @@ class Drift:
 def version_maps(
     version: str, images: list[str], targets: torch.Tensor, maps: dict[Pair, torch.Tensor]
 ) -> VersionMaps:
-    """A version's maps (B, H, W) as drift keeps them: at most ``MAP_SIDE`` a side."""
+    """A version's maps (B, H, W) as drift keeps them: at most ``MAP_SIDE`` a side, at float16
+    precision (as on disk), so that maps compared fresh and maps read back agree."""
     return VersionMaps(
         version,
         list(images),
@@ -190,7 +191,7 @@ def _shrunk(maps: torch.Tensor) -> FloatMaps:
     if height > MAP_SIDE or width > MAP_SIDE:
         size = (min(height, MAP_SIDE), min(width, MAP_SIDE))
         values = torch.nn.functional.adaptive_avg_pool2d(values[:, None], size)[:, 0]
-    shrunk: FloatMaps = values.numpy()
+    shrunk: FloatMaps = values.numpy().astype(np.float16).astype(np.float32)
     return shrunk
 
 
