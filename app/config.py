@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import os
 import re
 from collections.abc import Iterable
 from contextlib import suppress
@@ -26,7 +25,6 @@ from app.engine.models.manifest import DEFAULT_MODELS_DIR
 __all__ = [
     "DEFAULT_MODELS_DIR",
     "Settings",
-    "default_audit_dir",
     "default_caller_share",
     "load_settings",
     "parse_named_keys",
@@ -39,12 +37,6 @@ DESTINATION_FORM = re.compile(
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 ModelControl = Literal["none", "explicit", "poll"]
-
-
-def default_audit_dir() -> Path:
-    """``$XDG_CACHE_HOME/camserve/reports`` (``~/.cache`` without it)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "camserve" / "reports"
 
 
 class Settings(BaseSettings):
@@ -165,20 +157,9 @@ class Settings(BaseSettings):
         description="Megabytes of decoded uploads kept by the sha256 of their bytes, so the "
         "same file sent again is neither decoded nor hashed again; 0 keeps none.",
     )
-    audit: bool = Field(
-        True,
-        description="Compute each served classifier version's explanation report (sanity, "
-        "faithfulness, drift on reload) in the background, through the worker when it is idle; "
-        "GET /v1/models/{name}/report answers it. false: no report.",
-    )
-    audit_dir: Path = Field(
-        default_factory=default_audit_dir,
-        description="Folder where each version's report and reference maps are kept, keyed by "
-        "the version and the reference images, so that a restart computes no report again.",
-    )
-    audit_max_images: int = Field(
-        8, ge=1, le=256, description="Most reference images a report uses (the first by name)."
-    )
+    audit: bool = Field(True, description="Compute each served version's explanation report.")
+    audit_dir: Path | None = Field(None, description="Where reports are kept; unset: the cache.")
+    audit_max_images: int = Field(8, ge=1, le=256, description="Most images in a report.")
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated origins allowed by CORS."
     )

@@ -37,6 +37,7 @@ from app.api.middleware import RequestContextMiddleware
 from app.config import Settings, load_settings
 from app.labeling.labelstudio_backend import LabelStudioBackend
 from app.labeling.task_images import ImageSourceConfig, TaskImageFetcher
+from app.quality.served.reports import ExplanationReports
 from app.serving.callers import KeyRing
 from app.serving.logs import configure_logging
 from app.serving.runtime import build_service
@@ -76,12 +77,13 @@ def create_app(
     settings = settings or load_settings()
     configure_logging(settings.log_level)
     service = build_service(settings, on_fatal, on_loaded)
+    reports = ExplanationReports(settings, service.worker, service.metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.worker.start()
         service.control.start()
-        service.reports.start()
+        reports.start()
         fetcher = TaskImageFetcher(_image_sources(settings))
         app.state.labelstudio = LabelStudioBackend.from_service(service, fetcher)
         try:
@@ -92,7 +94,7 @@ def create_app(
                 logger.warning(
                     "the worker is still busy after %.0f s; exiting without it", WORKER_STOP_S
                 )
-            await asyncio.to_thread(service.reports.stop, CONTROL_STOP_S)
+            await asyncio.to_thread(reports.stop, CONTROL_STOP_S)
             await fetcher.aclose()
             service.codecs.shutdown(wait=True)
 
@@ -107,6 +109,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.service = service
+    app.state.reports = reports
     install_error_handlers(app)
     if settings.cors_origins:
         app.add_middleware(

@@ -1,16 +1,17 @@
 """``GET /v1/models/{name}/report``: the explanation report of the model's current version, or
-its state while the server computes it in the background (``explanation_reports.py``)."""
+its state while the server computes it in the background (``app.quality.served``)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from app.api.deps import ServiceDep
 from app.api.schemas import ErrorResponse
+from app.quality.served.reports import ExplanationReports
 
 __all__ = ["ReportResponse", "router"]
 
@@ -58,6 +59,7 @@ class ReportResponse(BaseModel):
     "version starts serving and kept on disk. Poll until `state` is `ready`. 404 for an unknown "
     "model, or when reports are off (`CAMSERVE_AUDIT=false`).",
 )
-async def model_report(name: str, service: ServiceDep) -> JSONResponse:
+async def model_report(name: str, request: Request, service: ServiceDep) -> JSONResponse:
     model = service.hub.get(name)
-    return JSONResponse(service.reports.report_of(model))
+    reports: ExplanationReports = request.app.state.reports
+    return JSONResponse(reports.report_of(model))

@@ -33,6 +33,7 @@ from app.serving.model_versions import ModelVersions
 
 __all__ = ["SAMPLES", "audit_command", "reference_folder"]
 
+
 @cli.command("audit")
 def audit_command(
     output: Annotated[

@@ -49,9 +49,13 @@ class IdleWork:
     def __len__(self) -> int:
         return len(self._units)
 
-    def add(self, work: Callable[[], T]) -> Future[T]:
+    def add(self, work: Callable[[], T], *, refused: bool = False) -> Future[T]:
+        """Queue ``work``; ``refused`` (the worker stops): its future is cancelled at once."""
         unit = IdleUnit(work)
-        self._units.append(unit)
+        if refused:
+            unit.done.cancel()
+        else:
+            self._units.append(unit)
         return unit.done
 
     def take(self) -> IdleUnit | None:

@@ -14,7 +14,6 @@ import gc
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 import torch
 
@@ -25,7 +24,7 @@ from app.serving.errors import ModelUnavailableError
 from app.serving.jobs import BatchKey, Job
 from app.serving.served_model import ServedModel
 
-__all__ = ["Explainer", "LiveVersion", "VersionObserver", "VersionTable", "free_memory"]
+__all__ = ["Explainer", "LiveVersion", "VersionTable", "free_memory"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,16 +47,6 @@ class LiveVersion:
     @property
     def version(self) -> str:
         return "" if self.model is None else self.model.version
-
-
-class VersionObserver(Protocol):
-    """Told by the worker, outside its lock, of the versions it serves (``explanation_reports``)."""
-
-    def installed(self, name: str, live: LiveVersion, previous: LiveVersion | None) -> None:
-        """``live`` is ``name``'s current version now, in place of ``previous``, if any."""
-
-    def removed(self, name: str) -> None:
-        """``name`` is served no more."""
 
 
 class VersionTable:

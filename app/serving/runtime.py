@@ -13,7 +13,6 @@ from app.engine.models.devices import resolve_device, set_float32_precision
 from app.serving.answer_cache import AnswerCache
 from app.serving.async_jobs import AsyncJobs
 from app.serving.decoded_uploads import DecodedUploads
-from app.serving.explanation_reports import ExplanationReports
 from app.serving.model_control import ModelControl
 from app.serving.pass_store import PassStore
 from app.serving.prometheus import Metrics
@@ -77,8 +76,7 @@ def build_service(
     control = ModelControl(settings, hub, worker, on_change=_forgetting(answers, passes))
     uploads = DecodedUploads(round(settings.upload_cache_mb * 1024 * 1024), metrics)
     jobs = AsyncJobs(settings.async_jobs, settings.async_job_keep_s)
-    reports = ExplanationReports(settings, worker, metrics)
-    return Service(settings, hub, worker, metrics, codecs, control, answers, uploads, jobs, reports)
+    return Service(settings, hub, worker, metrics, codecs, control, answers, uploads, jobs)
 
 
 def _forgetting(answers: AnswerCache, passes: PassStore) -> Callable[[str], None]:

@@ -30,7 +30,6 @@ from app.serving.answer_cache import AnswerCache
 from app.serving.async_jobs import AsyncJobs
 from app.serving.decoded_uploads import DecodedUpload, DecodedUploads
 from app.serving.errors import DeadlineExceededError, OverDeadlineError, ShuttingDownError
-from app.serving.explanation_reports import ExplanationReports
 from app.serving.model_control import ModelControl
 from app.serving.pass_store import pixels_digest
 from app.serving.prometheus import Metrics
@@ -88,8 +87,6 @@ class Service:
     """Files decoded before, found by their bytes (``decoded_uploads``)."""
     jobs: AsyncJobs
     """The asynchronous jobs, followed by id (``async_jobs``)."""
-    reports: ExplanationReports
-    """Each served version's explanation report, computed in the background."""
 
     def validate(self, wanted: ExplainRequest) -> ValidRequest:
         """Check the parameters against the served model before any image byte is read."""

@@ -13,7 +13,9 @@ interleave.
 
 The queue is shared fairly between callers (``fair_queue.py``: one FIFO each, batches filled in
 turn, a bound per caller). A long batch (Score-CAM) runs in slices of about ``slice_s``: between
-two slices the worker runs one waiting short batch, on this thread (``slices.py``).
+two slices the worker runs one waiting short batch, on this thread (``slices.py``). With no job
+queued it runs low-priority units (``run_when_idle``, ``idle_work.py``: a background report's
+passes, a few images each), so that a job queued meanwhile waits for one unit at most.
 
 Each model has one current version (a ``LiveVersion``: its engine and what the API knows of it).
 A job is pinned to a version when it is queued: the one its request was validated against while
@@ -32,7 +34,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
-from functools import partial
 from typing import TypeVar
 
 from torch import set_num_threads
@@ -40,7 +41,7 @@ from torch import set_num_threads
 from app.engine.engine import CamEngine
 from app.engine.images.render import RenderOptions
 from app.serving.batch_dispatch import explain_batch
-from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
+from app.serving.errors import DeadlineExceededError
 from app.serving.fair_queue import FairQueue
 from app.serving.idle_work import IdleUnit, IdleWork
 from app.serving.jobs import (
@@ -52,17 +53,13 @@ from app.serving.jobs import (
     MethodMaps,
     Reservation,
 )
-from app.serving.live_versions import (
-    Explainer,
-    LiveVersion,
-    VersionObserver,
-    VersionTable,
-    free_memory,
-)
+from app.serving.live_versions import Explainer, LiveVersion, VersionTable, free_memory
 from app.serving.pass_store import PassStore
 from app.serving.prometheus import Metrics
+from app.serving.queue_door import QueueDoor
 from app.serving.segmenter_jobs import is_segmenter
 from app.serving.slices import Pause, Slicer
+from app.serving.version_news import VersionNews
 
 __all__ = [
     "PREDICTIONS",
@@ -83,7 +80,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class BatchingWorker:
+class BatchingWorker(QueueDoor):
     """Owns the engines of one device and serialises every forward/backward pass in its thread,
     which sets its own ``torch_threads`` (OpenMP's count belongs to each thread; 0: default)."""
 
@@ -126,8 +123,8 @@ class BatchingWorker:
         self.batch_seconds = 0.0
         """Exponential moving average of a batch's duration, for Retry-After estimates."""
         self._idle_work = IdleWork()
-        self.observer: VersionObserver | None = None
-        """Told of every version made current (at start and later) and every model removed."""
+        self.news = VersionNews()
+        """Tells its observer of every version made current (at start and later) and removal."""
 
     # ------------------------------------------------------------------ caller side
 
@@ -172,7 +169,7 @@ class BatchingWorker:
             self._versions.install(name, live)
             dropped = self._versions.drop_unpinned(self._queue)
         free_memory(dropped)
-        self._tell(lambda observer: observer.installed(name, live, previous))
+        self.news.installed(name, live, previous)
 
     def remove(self, name: str) -> None:
         """Take ``name`` out of service: no new job is pinned to it; those already queued or
@@ -181,62 +178,22 @@ class BatchingWorker:
             self._versions.remove(name)
             dropped = self._versions.drop_unpinned(self._queue)
         free_memory(dropped)
-        self._tell(lambda observer: observer.removed(name))
+        self.news.removed(name)
 
     def run_when_idle(self, work: Callable[[], T]) -> Future[T]:
         """Run ``work`` (one small unit: a pass of a few images) on the worker's thread once no
         job is queued; its result or error comes in the future, which is cancelled if the
         worker stops first. A job queued meanwhile waits for the unit under way, no more."""
         with self._condition:
-            if self._stopping:
-                refused: Future[T] = Future()
-                refused.cancel()
-                return refused
-            done = self._idle_work.add(work)
+            done = self._idle_work.add(work, refused=self._stopping)
             self._condition.notify_all()
             return done
-
-    @property
-    def idle_units_run(self) -> int:
-        """Units of ``run_when_idle`` work run so far."""
-        return self._idle_work.ran
-
-    def _tell(self, news: Callable[[VersionObserver], None]) -> None:
-        if self.observer is None:
-            return
-        try:
-            news(self.observer)
-        except Exception:  # an observer's fault must not stop a load or the worker
-            logger.exception("the version observer failed")
 
     def version_of(self, name: str) -> str | None:
         """The current version of ``name`` (``None``: not served)."""
         with self._condition:
             live = self._versions.current.get(name)
             return None if live is None else live.version
-
-    def reserve(self, sender: str = "") -> Reservation:
-        """Hold one queue slot for ``sender``'s request before its upload is read (429 when
-        none is free, in total or of ``sender``'s share), so that a full queue refuses
-        requests without reading or decoding them."""
-        with self._condition:
-            self._check_open()
-            if (refused := self._queue.refusal(sender)) is not None:
-                raise self._queue_full(refused)
-            self._queue.reserve(sender)
-            return Reservation(sender=sender)
-
-    def refusal(self, sender: str = "") -> QueueFullError | None:
-        """The 429 a new request of ``sender`` would get from ``reserve`` now, or ``None``
-        while a slot is free; reserves nothing (a fast path for refusing at the door)."""
-        with self._condition:
-            refused = None if self._stopping else self._queue.refusal(sender)
-            return None if refused is None else self._queue_full(refused)
-
-    def release(self, reservation: Reservation) -> None:
-        """Give back a slot that was not used (or do nothing when ``submit`` used it)."""
-        with self._condition:
-            self._unhold(reservation)
 
     def submit(self, jobs: Sequence[Job], reservation: Reservation | None = None) -> None:
         """Queue ``jobs`` together, or none of them (429 when the queue is full); a held
@@ -262,22 +219,6 @@ class BatchingWorker:
                 job.cancelled = True
                 self._queue.remove(job)
             self._metrics.queue_depth.set(len(self._queue))
-
-    def _check_open(self) -> None:
-        if self._stopping:
-            raise ShuttingDownError("the service is shutting down; retry on another replica")
-
-    def _queue_full(self, message: str) -> QueueFullError:
-        return QueueFullError(message, retry_after_s=self._retry_after())
-
-    def _unhold(self, reservation: Reservation) -> None:
-        if reservation.held:
-            reservation.held = False
-            self._queue.unreserve(reservation.sender)
-
-    def _retry_after(self) -> int:
-        batches_ahead = len(self._queue) / self.max_batch_size + 1
-        return max(1, round(batches_ahead * self.batch_seconds))
 
     # ------------------------------------------------------------------ worker thread
 
@@ -307,7 +248,7 @@ class BatchingWorker:
             for name, live in installed.items():
                 self._versions.install(name, live)
         for name, live in installed.items():
-            self._tell(partial(_installed_news, name, live))
+            self.news.installed(name, live)
 
     def _after_batch(self) -> None:
         """Drop the versions that only the finished batch still needed."""
@@ -448,8 +389,3 @@ class BatchingWorker:
     def _version_for(self, key: BatchKey) -> LiveVersion:
         with self._condition:
             return self._versions.version_for(key)
-
-
-def _installed_news(name: str, live: LiveVersion, observer: VersionObserver) -> None:
-    """A start-up version, made current in place of none."""
-    observer.installed(name, live, None)

@@ -57,7 +57,7 @@ def test_a_unit_runs_on_the_worker_thread() -> None:
         worker.start()
         try:
             done = worker.run_when_idle(lambda: threading.current_thread().name)
-            return await asyncio.wrap_future(done), worker.idle_units_run
+            return await asyncio.wrap_future(done), worker._idle_work.ran
         finally:
             await stop(worker)
 
@@ -137,7 +137,7 @@ def test_the_observer_hears_of_start_up_versions_reloads_and_removals() -> None:
 
     async def scenario() -> None:
         worker, _ = make_worker({"small": small_engine()})
-        worker.observer = recorder
+        worker.news.observer = recorder
         worker.start()
         try:
             await asyncio.wrap_future(worker.run_when_idle(lambda: None))  # start-up done

@@ -18,13 +18,20 @@ import numpy as np
 
 from app.quality.audit.drift import VersionMaps
 
-__all__ = ["ReportStore"]
+__all__ = ["ReportStore", "default_report_dir"]
 
 logger = logging.getLogger(__name__)
 
 REPORT_FILE = "report.json"
 MAPS_FILE = "maps.npz"
 _MAP_PREFIX = "map:"
+
+
+def default_report_dir() -> Path:
+    """Where reports are kept without ``CAMSERVE_AUDIT_DIR``: ``$XDG_CACHE_HOME/camserve/reports``
+    (``~/.cache`` without it)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "camserve" / "reports"
 
 
 class ReportStore:

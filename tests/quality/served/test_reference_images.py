@@ -9,7 +9,7 @@ import pytest
 
 from app.engine.errors import CamserveError
 from app.quality.audit.reference import SAMPLES
-from app.serving.reference_images import load_reference_images, reference_folder_of
+from app.quality.served.reference_images import load_reference_images, reference_folder_of
 from tests.support import image_bytes
 
 

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from app.engine.engine import CamEngine
 from app.quality.audit.candidates import Pair, engine_maps
-from app.serving.report_passes import ReportCancelledError, WorkerPasses
+from app.quality.served.worker_passes import ReportCancelledError, WorkerPasses
 from tests.serving.test_worker import make_worker, random_image, small_engine
 from tests.tolerances import NETWORK, assert_float32_close
 
@@ -39,7 +39,7 @@ def test_maps_and_probabilities_come_in_units_and_match_a_pass_at_once() -> None
         passes = WorkerPasses(worker, 2, lambda: True)
         maps = passes.maps(source)(engine, inputs, targets)
         probabilities = passes.probabilities(engine)(inputs)
-        units = worker.idle_units_run
+        units = worker._idle_work.ran
     finally:
         worker.stop(10)
     at_once = engine_maps(["gradcam", "eigencam"], ["features"])(engine, inputs, targets)
@@ -59,7 +59,7 @@ def test_a_report_no_longer_wanted_stops_before_its_next_unit() -> None:
         passes = WorkerPasses(worker, 2, lambda: False)
         with pytest.raises(ReportCancelledError):
             passes.run(lambda: 1)
-        assert worker.idle_units_run == 0
+        assert worker._idle_work.ran == 0
     finally:
         worker.stop(10)
 

@@ -3,9 +3,9 @@
 The batching worker tells this object (a ``VersionObserver``) of every version it makes current,
 at start and on each reload. Each new version of a classifier gets a report: one thread, the
 reports' own, takes the versions in turn, reads the reference images (``reference_images.py``),
-and either finds the report of the same version and images on disk (``report_store.py``: a
-restart computes nothing again) or computes it (``report_plan.py``: the CLI's report, made
-cheap), every pass through the worker as low-priority units (``report_passes.py``). A version
+and either finds the report of the same version and images on disk (``store.py``: a
+restart computes nothing again) or computes it (``plan.py``: the CLI's report, made
+cheap), every pass through the worker as low-priority units (``worker_passes.py``). A version
 replaced or removed meanwhile stops at its next unit.
 
 On a reload, the new version's maps of the reference images are compared with the old one's
@@ -32,18 +32,18 @@ from app.quality.audit.drift import Drift, VersionMaps, compare_versions, versio
 from app.quality.audit.reference import ReferenceMaps, reference_maps
 from app.quality.audit.report_json import audit_json
 from app.quality.audit.run import AuditSettings, run_audit
-from app.serving.errors import ReportsOffError
-from app.serving.live_versions import LiveVersion
-from app.serving.prometheus import Metrics
-from app.serving.reference_images import (
+from app.quality.served.plan import UNIT_IMAGES, report_key, served_settings
+from app.quality.served.reference_images import (
     ReferenceImages,
     load_reference_images,
     reference_folder_of,
 )
-from app.serving.report_passes import ReportCancelledError, WorkerPasses
-from app.serving.report_plan import UNIT_IMAGES, report_key, served_settings
-from app.serving.report_states import ReportState, VersionReport
-from app.serving.report_store import ReportStore
+from app.quality.served.states import ReportState, VersionReport
+from app.quality.served.store import ReportStore, default_report_dir
+from app.quality.served.worker_passes import ReportCancelledError, WorkerPasses
+from app.serving.errors import ReportsOffError
+from app.serving.live_versions import LiveVersion
+from app.serving.prometheus import Metrics
 from app.serving.served_model import ServedModel
 from app.serving.worker import BatchingWorker
 
@@ -76,7 +76,7 @@ class ExplanationReports:
 
     def __init__(self, settings: Settings, worker: BatchingWorker, metrics: Metrics) -> None:
         self.enabled = settings.audit
-        self._store = ReportStore(settings.audit_dir)
+        self._store = ReportStore(settings.audit_dir or default_report_dir())
         self._max_images = settings.audit_max_images
         self._worker = worker
         self._metrics = metrics
@@ -89,7 +89,7 @@ class ExplanationReports:
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="camserve-reports", daemon=True)
         if self.enabled:
-            worker.observer = self
+            worker.news.observer = self
 
     # ------------------------------------------------------------------ any thread
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from app.quality.audit.drift import VersionMaps
-from app.serving.report_store import ReportStore
+from app.quality.served.store import ReportStore
 
 
 def maps(version: str) -> VersionMaps:

@@ -33,7 +33,7 @@ class VersionReport:
     message: str | None = None
     """Why it failed or is unsupported."""
     key: str = ""
-    """The digest the report is kept under on disk (``report_plan.report_key``)."""
+    """The digest the report is kept under on disk (``plan.report_key``)."""
     reused: bool = False
     """Found on disk, computed by an earlier run of the server: nothing was computed now."""
     seconds: float | None = None
