@@ -126,9 +126,7 @@ class ExplanationReports:
             report.message = "the explanation report covers classifiers"
         with self._lock:
             self._reports[name] = report
-            replaced = [job for job in self._jobs if job.report.model == name]
-            for job in replaced:
-                self._jobs.remove(job)
+            self._drop_queued(name)
             if report.state is ReportState.QUEUED:
                 self._jobs.append(_Job(report, live, previous))
                 self._lock.notify_all()
@@ -136,7 +134,13 @@ class ExplanationReports:
     def removed(self, name: str) -> None:
         with self._lock:
             self._reports.pop(name, None)
+            self._drop_queued(name)
             self._metrics.forget_drift(name)
+
+    def _drop_queued(self, name: str) -> None:
+        """Forget the queued report of ``name`` (call with the lock held)."""
+        for job in [job for job in self._jobs if job.report.model == name]:
+            self._jobs.remove(job)
 
     # ------------------------------------------------------------------ the reports' thread
 
@@ -231,7 +235,8 @@ class ExplanationReports:
             return
         drift = compare_versions(old, new)
         self._update(job.report, drift=drift.as_json())
-        self._announce(plan.model, drift)
+        if self._wanted(job)():  # not removed meanwhile: its gauges were dropped
+            self._announce(plan.model, drift)
 
     def _previous_maps(
         self, previous: LiveVersion, plan: _Plan, passes: WorkerPasses
