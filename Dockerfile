@@ -34,7 +34,7 @@ WORKDIR /build
 COPY pyproject.toml constraints.txt ./
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN python -m venv "$VIRTUAL_ENV" \
-    && mkdir app && touch app/__init__.py README.md \
+    && mkdir app && touch app/camserve/__init__.py README.md \
     && if [ "$VARIANT" = "cpu" ]; then \
          pip install --index-url "$TORCH_CPU_INDEX" -c constraints.txt torch torchvision; \
        elif [ "$VARIANT" != "cuda" ]; then \
@@ -75,5 +75,5 @@ RUN if [ "$FETCH_WEIGHTS" = "all" ]; then \
     fi
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=180s --retries=3 \
-    CMD ["python", "-m", "app.serving.healthcheck"]
+    CMD ["python", "-m", "camserve.serving.healthcheck"]
 CMD ["camserve", "serve"]

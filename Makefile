@@ -57,7 +57,7 @@ test: $(STAMP) $(LS_STAMP) $(FO_STAMP) $(KS_STAMP)
 # sides round differently, so a result that a near-tie decided fails here instead of on the next
 # machine. Left out: the browser tests and the live-server tests whose both sides run in the
 # server (it keeps its one thread: they would run as in `make test`), and the Label Studio,
-# FiftyOne, Ray and image checks. GOMP_SPINCOUNT as `camserve` sets it (app/entry.py): OpenMP
+# FiftyOne, Ray and image checks. GOMP_SPINCOUNT as `camserve` sets it (app/camserve/entry.py): OpenMP
 # threads that spin after each parallel region take the cores from the served worker thread (on
 # a busy machine the parity tests ran twice as long without it). About 3 minutes on 2 cores.
 THREAD_SHAKE_TESTS := tests/engine tests/api tests/serving tests/quality/test_evaluate.py \

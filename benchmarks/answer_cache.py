@@ -1,6 +1,6 @@
 """What the answer cache and the kept passes save over HTTP, on the default model and ResNet-50.
 
-A real ``python -m app serve`` on 127.0.0.1 serves one model at a time with both caches on: the
+A real ``python -m camserve serve`` on 127.0.0.1 serves one model at a time with both caches on: the
 repository's default model (``models/efficientnet_lite0.toml``, its real weights), then a
 torchvision ResNet-50 (random weights, written to a temporary models folder: the time of a pass
 does not depend on the weights' values). For each route (``/v1/cam``, ``/v1/explain``) and each
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import httpx
 
-from app.config import DEFAULT_MODELS_DIR
+from camserve.config import DEFAULT_MODELS_DIR
 from tests.harness.live_server import ServerProcess, camserve_environment, running, start_camserve
 from tests.support import foreign_photos, image_bytes, photo_bytes
 

@@ -1,15 +1,15 @@
 """Images per second of ``camserve explain-dataset`` with 1 and 2 actors against
 ``camserve explain`` (one process) on the same folder, in the same run.
 
-The folder: generated shapes scenes (``app/quality/scenes.py``) explained by the demo model
+The folder: generated shapes scenes (``app/camserve/quality/scenes.py``) explained by the demo model
 (``models/shapes.toml``) with Grad-CAM, top-1. The peers, each with one torch thread:
 
-- ``cli``: ``python -m app explain FOLDER -o OUT`` in its own process (``OMP_NUM_THREADS=1``),
+- ``cli``: ``python -m camserve explain FOLDER -o OUT`` in its own process (``OMP_NUM_THREADS=1``),
   timed from start to exit (start-up and model loading included: that is what it costs);
 - ``ray-1``, ``ray-2``: ``explain_dataset`` on a local two-node Ray cluster (one logical CPU
   per node, started once beforehand), with one and two actors, timed from the job's start to
   its last Parquet file. Each node offers one CPU, so no actor here has a CPU beside its own
-  on its node, and none decodes ahead in reader threads (``app/dataset/actor_pool.py``).
+  on its node, and none decodes ahead in reader threads (``app/camserve/dataset/actor_pool.py``).
 
 A first, unmeasured job warms the cluster up, and each Ray job starts once the actors of the
 one before have given their CPUs back. Each peer then runs on a small and a large folder
@@ -46,10 +46,10 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.dataset.explained import ExplainOptions  # noqa: E402
-from app.dataset.job import DatasetJob, explain_dataset  # noqa: E402
-from app.quality.scenes import scene_at, square_settings  # noqa: E402
-from app.serving.served_models import find_spec  # noqa: E402
+from camserve.dataset.explained import ExplainOptions  # noqa: E402
+from camserve.dataset.job import DatasetJob, explain_dataset  # noqa: E402
+from camserve.quality.scenes import scene_at, square_settings  # noqa: E402
+from camserve.serving.served_models import find_spec  # noqa: E402
 from benchmarks.http_throughput import load_average, machine_line  # noqa: E402
 from tests.harness.ray_cluster import local_ray  # noqa: E402
 
@@ -65,7 +65,7 @@ def write_scenes(folder: Path, count: int, size: int) -> None:
 
 def run_cli(folder: Path, output: Path) -> float:
     command = [
-        *(sys.executable, "-m", "app", "explain", str(folder), "-o", str(output)),
+        *(sys.executable, "-m", "camserve", "explain", str(folder), "-o", str(output)),
         *("--model", "shapes", "--models-dir", str(MODELS), "--method", "gradcam"),
     ]
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}

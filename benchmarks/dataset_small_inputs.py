@@ -1,7 +1,7 @@
 """Wall time of ``camserve explain`` and ``camserve explain-dataset`` on the same small folder
 of real photos, in the same run.
 
-Each peer is a fresh ``python -m app ...`` process with the default model (EfficientNet-Lite0,
+Each peer is a fresh ``python -m camserve ...`` process with the default model (EfficientNet-Lite0,
 its own method), timed from start to exit, as a user waits for it:
 
 - ``explain``: ``camserve explain FOLDER -o OUT``;
@@ -9,11 +9,11 @@ its own method), timed from start to exit, as a user waits for it:
 - ``explain-dataset --ray``: the same on a local Ray of its own, for the crossover and for the
   rows check; ``--no-ray`` leaves it out.
 
-Left to itself, ``explain-dataset`` takes the first below ``app.dataset.run_place``'s
+Left to itself, ``explain-dataset`` takes the first below ``camserve.dataset.run_place``'s
 ``IN_PROCESS_BELOW`` images, else the second; the output says which.
 
 The folder: ``--images`` photos (40) cut from the five real photos the web page ships
-(``app/web/static/samples/photos``: scikit-image's and matplotlib's, CC0 or public domain), each
+(``app/camserve/web/static/samples/photos``: scikit-image's and matplotlib's, CC0 or public domain), each
 a seeded crop of 60–100 % of each side, mirrored or not, its longer side 320–640 px, saved as
 a JPEG of quality 90. The peers take turns within each round (``--rounds``, 3); the ratios are
 each round's own, then their median. The rows of the first round's two ``explain-dataset`` runs
@@ -48,11 +48,11 @@ from PIL import Image, ImageOps
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.dataset.output_files import read_rows  # noqa: E402
-from app.dataset.run_place import IN_PROCESS_BELOW  # noqa: E402
+from camserve.dataset.output_files import read_rows  # noqa: E402
+from camserve.dataset.run_place import IN_PROCESS_BELOW  # noqa: E402
 from benchmarks.http_throughput import load_average, machine_line  # noqa: E402
 
-PHOTOS = REPO / "app" / "web" / "static" / "samples" / "photos"
+PHOTOS = REPO / "app" / "camserve" / "web" / "static" / "samples" / "photos"
 LONG_SIDES = (320, 640)
 SMALLEST_CROP = 0.6
 JPEG_QUALITY = 90
@@ -88,7 +88,7 @@ def write_photos(folder: Path, count: int) -> None:
 
 def run_peer(arguments: list[str], folder: Path, output: Path) -> float:
     """Seconds from the command's start to its exit."""
-    command = [sys.executable, "-m", "app", arguments[0], str(folder), "-o", str(output)]
+    command = [sys.executable, "-m", "camserve", arguments[0], str(folder), "-o", str(output)]
     command += arguments[1:]
     started = time.perf_counter()
     finished = subprocess.run(command, check=False, capture_output=True, text=True, cwd=REPO)

@@ -33,9 +33,9 @@ from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 from torch import nn
 from torchvision.models import get_model
 
-from app.engine.engine import CamEngine
-from app.engine.models.devices import parse_autocast, resolve_device
-from app.engine.models.registry import default_layer
+from camserve.engine.engine import CamEngine
+from camserve.engine.models.devices import parse_autocast, resolve_device
+from camserve.engine.models.registry import default_layer
 from benchmarks.json_rows import write_rows
 
 Reshape = Callable[[torch.Tensor], torch.Tensor]

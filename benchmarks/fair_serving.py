@@ -1,6 +1,6 @@
 """Fair serving (issue #42): short requests beside Score-CAM, and two callers, today vs now.
 
-Two real ``python -m app serve`` processes on 127.0.0.1 serve the default model,
+Two real ``python -m camserve serve`` processes on 127.0.0.1 serve the default model,
 ``efficientnet_lite0`` (its real weights; answer cache, kept passes and upload cache off):
 "now" with the defaults (Score-CAM in slices, fair shares, a per-caller bound) and "today"
 with ``CAMSERVE_SLICE_MS=0``, ``CAMSERVE_FAIR_SHARES=false`` and ``CAMSERVE_QUEUE_PER_CALLER=0``
@@ -53,7 +53,7 @@ from benchmarks.http_throughput import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-PHOTOS = ROOT / "app" / "web" / "static" / "samples" / "photos"
+PHOTOS = ROOT / "app" / "camserve" / "web" / "static" / "samples" / "photos"
 MODEL = "efficientnet_lite0"
 SIZE = (640, 480)
 MAX_BATCH_SIZE = 8

@@ -1,6 +1,6 @@
 """HTTP costs of the shared pass and of the queue's admission, ResNet-50, in one run.
 
-Real ``python -m app serve`` processes on 127.0.0.1 (random weights, 224 px input, 640×480 JPEG
+Real ``python -m camserve serve`` processes on 127.0.0.1 (random weights, 224 px input, 640×480 JPEG
 uploads), each measurement interleaved with its baseline:
 
 1. ``/v1/explain`` with the seven non-Score-CAM methods vs Grad-CAM only, at concurrency 1

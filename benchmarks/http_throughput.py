@@ -4,7 +4,7 @@
    steady the machine was): ``CamEngine.explain`` (Grad-CAM + rendering) on decoded 640×480
    images, in-process, at several batch sizes; the best img/s of all is the reference.
 2. For each server configuration (batching on at a few ``max_batch_size`` values, and
-   ``max_batch_size=1``): a real ``python -m app serve`` on 127.0.0.1, then at each
+   ``max_batch_size=1``): a real ``python -m camserve serve`` on 127.0.0.1, then at each
    concurrency a warm-up and a bounded number of 640×480 JPEG uploads (raw ``image/jpeg``
    bodies); req/s and p50/p95/p99 latency, from ``/metrics`` the mean batch size and queue
    wait, and the CPU time per request of the server and of the load generator. The server
@@ -50,11 +50,11 @@ import torch
 from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.engine.engine import CamEngine
-from app.engine.images.imaging import decode_image, encode_image
-from app.engine.models.devices import resolve_device, synchronize
-from app.engine.models.manifest import load_manifests
-from app.engine.models.registry import load_model
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.imaging import decode_image, encode_image
+from camserve.engine.models.devices import resolve_device, synchronize
+from camserve.engine.models.manifest import load_manifests
+from camserve.engine.models.registry import load_model
 from benchmarks.engine_overhead import device_name
 from benchmarks.json_rows import write_rows
 from tests.harness.live_server import ServerProcess as Server

@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass
 import torch
 from torchvision.models import get_model
 
-from app.engine.engine import CamEngine
-from app.engine.models.devices import parse_autocast, resolve_device, synchronize
-from app.engine.models.registry import default_layer
+from camserve.engine.engine import CamEngine
+from camserve.engine.models.devices import parse_autocast, resolve_device, synchronize
+from camserve.engine.models.registry import default_layer
 from benchmarks.engine_overhead import device_name, randomise_zero_linears
 from benchmarks.json_rows import write_rows
 

@@ -2,7 +2,7 @@
 
 Three targets, all on 127.0.0.1 and all with one torch thread per camserve process:
 
-- ``direct``: one ``python -m app serve`` (the peer);
+- ``direct``: one ``python -m camserve serve`` (the peer);
 - ``ray-1``: the Ray Serve application with one replica;
 - ``ray-2``: the same application with two replicas, one on each node of a local two-node
   Ray cluster (checked from the ``X-Camserve-Node`` header).
@@ -62,7 +62,7 @@ from ray import serve
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the shared helpers under tests/
 
-from app.cluster.ray_app import build_app  # noqa: E402
+from camserve.cluster.ray_app import build_app  # noqa: E402
 from tests.harness.live_server import ServerProcess as LiveServer  # noqa: E402
 from tests.harness.live_server import camserve_environment, running, start_camserve  # noqa: E402
 from tests.harness.ray_cluster import (  # noqa: E402

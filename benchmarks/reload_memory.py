@@ -1,7 +1,7 @@
 """Resident memory of a live server while a ResNet-50 is loaded and unloaded through the
 repository API, again and again: unloading must give the model's memory back.
 
-A real ``python -m app serve`` on 127.0.0.1 serves a small model (camserve's demo architecture,
+A real ``python -m camserve serve`` on 127.0.0.1 serves a small model (camserve's demo architecture,
 random weights) under ``CAMSERVE_MODEL_CONTROL=explicit``. Then, ``--cycles`` times: a ResNet-50
 manifest (torchvision, random weights) is written, ``POST /v2/repository/models/resnet50/load``
 loads it, ``--requests`` Grad-CAM requests are explained with it, and ``.../unload`` takes it out.

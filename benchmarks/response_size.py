@@ -29,10 +29,10 @@ import torch
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from app.api.application import create_app
-from app.api.schemas import DEFAULT_INCLUDE, INCLUDE_OPTIONS
-from app.config import Settings
-from app.quality.scenes import scene_at
+from camserve.api.application import create_app
+from camserve.api.schemas import DEFAULT_INCLUDE, INCLUDE_OPTIONS
+from camserve.config import Settings
+from camserve.quality.scenes import scene_at
 
 WIDTH, HEIGHT = 1200, 900
 QUERY = {"method": "gradcam,gradcam++,layercam", "top_k": "3", "regions": "all"}

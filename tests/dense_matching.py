@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torchvision.ops import box_iou
 
-from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
+from camserve.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 from tests.tolerances import assert_within
 
 __all__ = [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from app.engine.models.registry import build_model
+from camserve.engine.models.registry import build_model
 
 __all__ = [
     "SHAPES_LABELS",

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from app.quality.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scene_at
+from camserve.quality.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scene_at
 
 TINY_LABELS = [f"shape {i}" for i in range(10)]
 
@@ -116,7 +116,7 @@ def image_bytes(
 
 
 SAMPLE_PHOTOS = (
-    Path(__file__).resolve().parents[1] / "app" / "web" / "static" / "samples" / "photos"
+    Path(__file__).resolve().parents[1] / "app" / "camserve" / "web" / "static" / "samples" / "photos"
 )
 """The page's sample photos (free licences, see their NOTICE)."""
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.config import load_settings
-from app.serving.callers import KeyRing
+from camserve.config import load_settings
+from camserve.serving.callers import KeyRing
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.engine.models.manifest import ModelSpec
+from camserve.engine.models.manifest import ModelSpec
 from tests.harness.live_server import TERMINAL_VARIABLES
 from tests.integration.live import LiveServer, live_server
 from tests.support import SHIPPED_MODELS

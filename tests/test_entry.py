@@ -6,10 +6,10 @@ import os
 import subprocess
 import sys
 
-from app.entry import OPENMP_SPIN_COUNT
+from camserve.entry import OPENMP_SPIN_COUNT
 
 PROBE = (
-    "import os, sys; from app.entry import prepare_process; prepare_process(); "
+    "import os, sys; from camserve.entry import prepare_process; prepare_process(); "
     "print(os.environ.get('GOMP_SPINCOUNT'))"
 )
 
@@ -40,6 +40,6 @@ def test_nothing_is_set_once_torch_has_loaded_openmp() -> None:
 
 def test_python_dash_m_app_runs_the_command_line() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "app", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "camserve", "--help"], capture_output=True, text=True, check=True
     )
     assert "serve" in completed.stdout

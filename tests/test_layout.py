@@ -23,7 +23,7 @@ LAYERS = [
 
 
 def package_of(module: str) -> str | None:
-    """``app.serving.worker`` → ``serving``; None outside the layered packages."""
+    """``camserve.serving.worker`` → ``serving``; None outside the layered packages."""
     parts = module.split(".")
     if parts[0] != "app" or len(parts) < 2:
         return None
@@ -63,14 +63,14 @@ def test_the_design_document_lists_the_same_order() -> None:
 
 ENGINE = APP / "engine"
 ENGINE_PARTS = ["core", "models", "images", "errors"]
-"""The engine's own layers, top to bottom: the compute core (``app/engine/*.py``) uses getting a
+"""The engine's own layers, top to bottom: the compute core (``app/camserve/engine/*.py``) uses getting a
 model ready (``models/``), which uses images in and out (``images/``); all of them use the
 error tree, which imports nothing of camserve."""
 MAX_MODULE_LINES = 400
 
 
 def engine_part(module: str) -> str | None:
-    """``app.engine.models.registry`` → ``models``; None outside the engine."""
+    """``camserve.engine.models.registry`` → ``models``; None outside the engine."""
     parts = module.split(".")
     if parts[:2] != ["app", "engine"]:
         return None
@@ -113,7 +113,7 @@ def test_no_module_is_longer_than_the_limit() -> None:
 
 
 def module_name(path: Path) -> str:
-    """``app/serving/worker.py`` → ``app.serving.worker``; a package's ``__init__.py`` → the
+    """``app/camserve/serving/worker.py`` → ``camserve.serving.worker``; a package's ``__init__.py`` → the
     package."""
     parts = path.relative_to(APP.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

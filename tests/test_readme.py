@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.config import DEFAULT_MODELS_DIR, Settings
-from app.engine.models.manifest import load_manifests
-from app.engine.models.registry import load_model
-from app.engine.models.weights import fetch_advice
-from app.engine.models.weights_status import weights_status
+from camserve.config import DEFAULT_MODELS_DIR, Settings
+from camserve.engine.models.manifest import load_manifests
+from camserve.engine.models.registry import load_model
+from camserve.engine.models.weights import fetch_advice
+from camserve.engine.models.weights_status import weights_status
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

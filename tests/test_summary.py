@@ -8,8 +8,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from app.api.application import create_app
-from app.cli import cli
+from camserve.api.application import create_app
+from camserve.cli import cli
 from tests.api.helpers import make_settings
 
 ROOT = Path(__file__).resolve().parents[1]

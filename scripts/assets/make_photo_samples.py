@@ -4,7 +4,7 @@ Every photo ships with scikit-image or matplotlib under a free licence; each is 
 JPEG of quality 85 for the default ImageNet model to explain: its longer side is the largest of
 ``LONG_SIDES`` (at most 640 px) that keeps the file under 50 kB, as the page wants its samples:
 
-    .venv/bin/python scripts/assets/make_photo_samples.py [app/web/static/samples/photos]
+    .venv/bin/python scripts/assets/make_photo_samples.py [app/camserve/web/static/samples/photos]
 
 scikit-image is a development dependency (``pip install 'camserve[dev]'``).
 """
@@ -22,7 +22,7 @@ import numpy.typing as npt
 from PIL import Image
 from skimage import data
 
-PHOTOS_DIR = Path(__file__).resolve().parents[2] / "app" / "web" / "static" / "samples" / "photos"
+PHOTOS_DIR = Path(__file__).resolve().parents[2] / "app" / "camserve" / "web" / "static" / "samples" / "photos"
 LONG_SIDES = (640, 600, 560, 520, 480, 440, 400)
 MAX_BYTES = 50_000
 JPEG_QUALITY = 85

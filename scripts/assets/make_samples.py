@@ -24,7 +24,7 @@ sample with the model its group is named after.
 
 Retraining a model means running this again (it writes every group under the folder given):
 
-    .venv/bin/python scripts/assets/make_samples.py [app/web/static/samples]
+    .venv/bin/python scripts/assets/make_samples.py [app/camserve/web/static/samples]
 """
 
 from __future__ import annotations
@@ -40,24 +40,24 @@ import torch
 from PIL import Image
 from torch import nn
 
-from app.engine.engine import CamEngine
-from app.engine.images.imaging import decode_image
-from app.engine.models.dense import load_dense_model
-from app.engine.models.registry import load_model
-from app.engine.models.segmenters import SegmentationScores
-from app.quality.dense_quality import found_shapes
-from app.quality.dense_training import scene_tensor, segmenter_batch
-from app.quality.object_scenes import (
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.imaging import decode_image
+from camserve.engine.models.dense import load_dense_model
+from camserve.engine.models.registry import load_model
+from camserve.engine.models.segmenters import SegmentationScores
+from camserve.quality.dense_quality import found_shapes
+from camserve.quality.dense_training import scene_tensor, segmenter_batch
+from camserve.quality.object_scenes import (
     DENSE_LABELS,
     HELD_OUT_OBJECT_SCENES,
     ObjectScene,
     object_scene_at,
 )
-from app.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, scene_at
-from app.serving.served_models import find_spec
+from camserve.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, scene_at
+from camserve.serving.served_models import find_spec
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES_ROOT = ROOT / "app" / "web" / "static" / "samples"
+SAMPLES_ROOT = ROOT / "app" / "camserve" / "web" / "static" / "samples"
 SAMPLES_DIR = SAMPLES_ROOT / "shapes"
 DETECTOR = "shapes-detector"
 SEGMENTER = "shapes-segmenter"

@@ -27,7 +27,7 @@ from playwright.sync_api import Browser, ViewportSize, expect, sync_playwright
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from app.web.routes import SAMPLE_PREFIX  # noqa: E402
+from camserve.web.routes import SAMPLE_PREFIX  # noqa: E402
 from tests.integration.live import LiveServer, live_server  # noqa: E402
 from tests.web.pages import (  # noqa: E402
     CHROMIUM,

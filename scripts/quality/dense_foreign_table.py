@@ -1,5 +1,5 @@
 """Print the shape detector's and segmenter's quality on foreign object scenes (a generator they
-never train on, ``app/quality/foreign_object_scenes.py``) and on the held-out object scenes, as
+never train on, ``app/camserve/quality/foreign_object_scenes.py``) and on the held-out object scenes, as
 Markdown tables.
 
 Usage::
@@ -15,18 +15,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from app.config import DEFAULT_MODELS_DIR
-from app.engine.models.dense import load_dense_model
-from app.quality.dense_quality import (
+from camserve.config import DEFAULT_MODELS_DIR
+from camserve.engine.models.dense import load_dense_model
+from camserve.quality.dense_quality import (
     DetectionQuality,
     SegmentationQuality,
     evaluate_detector,
     evaluate_segmenter,
 )
-from app.quality.foreign_object_scenes import foreign_object_scenes
-from app.quality.held_out_dense import held_out_sets
-from app.quality.object_scenes import DENSE_LABELS, ObjectScene
-from app.serving.served_models import find_spec
+from camserve.quality.foreign_object_scenes import foreign_object_scenes
+from camserve.quality.held_out_dense import held_out_sets
+from camserve.quality.object_scenes import DENSE_LABELS, ObjectScene
+from camserve.serving.served_models import find_spec
 
 FOREIGN_SEED = 0
 

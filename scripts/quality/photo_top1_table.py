@@ -13,15 +13,15 @@ import numpy as np
 import torch
 from PIL import Image
 
-from app.engine.engine import CamEngine
-from app.engine.images.imaging import as_image_tensor
-from app.engine.images.resize_policy import ResizePolicy
-from app.engine.models.manifest import load_manifest
-from app.engine.models.registry import LoadedModel, load_model
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.imaging import as_image_tensor
+from camserve.engine.images.resize_policy import ResizePolicy
+from camserve.engine.models.manifest import load_manifest
+from camserve.engine.models.registry import LoadedModel, load_model
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "models" / "efficientnet_lite0.toml"
-PHOTOS = ROOT / "app" / "web" / "static" / "samples" / "photos"
+PHOTOS = ROOT / "app" / "camserve" / "web" / "static" / "samples" / "photos"
 SETTINGS = (
     (224, ResizePolicy.STRETCH, "bilinear"),
     (224, ResizePolicy.LETTERBOX, "bicubic"),

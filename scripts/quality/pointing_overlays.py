@@ -18,13 +18,13 @@ import torch
 from numpy.typing import NDArray
 from PIL import Image
 
-from app.engine.engine import CamEngine
-from app.engine.fusion import FUSED_LAYER
-from app.engine.images.render import RenderOptions
-from app.engine.models.manifest import load_manifest
-from app.quality.composites import OBJECTS, Composite, composite_at
-from app.quality.pointing import composite_tensor
-from app.quality.real_model import (
+from camserve.engine.engine import CamEngine
+from camserve.engine.fusion import FUSED_LAYER
+from camserve.engine.images.render import RenderOptions
+from camserve.engine.models.manifest import load_manifest
+from camserve.quality.composites import OBJECTS, Composite, composite_at
+from camserve.quality.pointing import composite_tensor
+from camserve.quality.real_model import (
     LAST_BLOCK,
     MANIFEST,
     efficientnet_lite0,

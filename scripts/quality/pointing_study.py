@@ -18,10 +18,10 @@ import time
 
 import torch
 
-from app.engine.images.resize_policy import ResizePolicy
-from app.quality.composites import composites
-from app.quality.pointing import StudyTally, study_composites
-from app.quality.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
+from camserve.engine.images.resize_policy import ResizePolicy
+from camserve.quality.composites import composites
+from camserve.quality.pointing import StudyTally, study_composites
+from camserve.quality.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
 from tests.harness.cam_peers import peer_map
 
 METHODS = ("gradcam", "hirescam", "layercam")

@@ -16,8 +16,8 @@ import copy
 
 import torch
 
-from app.engine.engine import CamEngine
-from app.engine.images.preprocess import Preprocessing
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.preprocess import Preprocessing
 from tests.engine.models.test_token_parity import (
     CASES,
     REFERENCE,

@@ -220,7 +220,7 @@ def wait_healthy(container: str = CONTAINER) -> float:
 
 def sample_photo() -> Path:
     """A real photo the default model knows (a cat), shipped as a page sample."""
-    return ROOT / "app" / "web" / "static" / "samples" / "photos" / "chelsea.jpg"
+    return ROOT / "app" / "camserve" / "web" / "static" / "samples" / "photos" / "chelsea.jpg"
 
 
 def check_user_and_mounts(container: str = CONTAINER) -> int:

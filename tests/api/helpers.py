@@ -18,10 +18,10 @@ from fastapi.testclient import TestClient
 from numpy.typing import NDArray
 from PIL import Image
 
-from app.api.application import create_app
-from app.config import Settings
-from app.engine.hooks import count_hooks
-from app.engine.images.colormaps import colormap_table
+from camserve.api.application import create_app
+from camserve.config import Settings
+from camserve.engine.hooks import count_hooks
+from camserve.engine.images.colormaps import colormap_table
 from tests.model_folders import reloadable_model
 from tests.support import image_bytes
 from tests.threads import torch_threads_for_servers

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.admission import QUEUED_PATHS
-from app.serving.service import Service
+from camserve.api.admission import QUEUED_PATHS
+from camserve.serving.service import Service
 from tests.api.helpers import assert_error, make_settings, post_image, serving
 from tests.harness.live_server import MetricsSnapshot
 

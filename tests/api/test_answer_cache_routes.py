@@ -14,9 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.requests import Request
 
-from app.api.answer_caching import AnswerLookup
-from app.api.schemas import CamParams
-from app.serving.service import Service
+from camserve.api.answer_caching import AnswerLookup
+from camserve.api.schemas import CamParams
+from camserve.serving.service import Service
 from tests.api.helpers import (
     ADMIN_HEADERS,
     assert_error,

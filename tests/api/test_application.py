@@ -11,10 +11,10 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.api import application
-from app.api.application import create_app
-from app.serving.runtime import build_service
-from app.serving.served_models import ModelHub
+from camserve.api import application
+from camserve.api.application import create_app
+from camserve.serving.runtime import build_service
+from camserve.serving.served_models import ModelHub
 from tests.api.helpers import make_settings
 
 STOP_S = 0.3

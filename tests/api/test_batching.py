@@ -16,9 +16,9 @@ import httpx
 import numpy as np
 from fastapi import FastAPI
 
-from app.api.application import create_app
-from app.engine.engine import BatchExplanation
-from app.serving.service import Service
+from camserve.api.application import create_app
+from camserve.engine.engine import BatchExplanation
+from camserve.serving.service import Service
 from tests.api.helpers import make_settings
 from tests.rankings import assert_decisive
 from tests.support import image_bytes

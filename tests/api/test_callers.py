@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.serving.service import Service
+from camserve.serving.service import Service
 from tests.api.helpers import assert_error, make_settings, post_image, serving
 from tests.api.test_labelstudio_routes import config, predict, task
 from tests.harness.live_server import MetricsSnapshot

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
-from app.api.application import create_app
-from app.serving.service import Service
+from camserve.api.application import create_app
+from camserve.serving.service import Service
 from tests.api.helpers import make_settings
 from tests.api.test_batching import metric, ready
 from tests.api.test_dense_routes import png_array

@@ -21,12 +21,12 @@ import torch
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from app.api.application import create_app
-from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD, explain_detections
-from app.engine.engine import CamEngine
-from app.engine.models.dense import load_dense_model
-from app.engine.models.segmenters import explaining_regions, region_mask
-from app.serving.served_models import find_spec
+from camserve.api.application import create_app
+from camserve.engine.detection_maps import DEFAULT_SCORE_THRESHOLD, explain_detections
+from camserve.engine.engine import CamEngine
+from camserve.engine.models.dense import load_dense_model
+from camserve.engine.models.segmenters import explaining_regions, region_mask
+from camserve.serving.served_models import find_spec
 from tests.api.helpers import (
     assert_error,
     make_settings,

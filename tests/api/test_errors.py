@@ -13,17 +13,17 @@ import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api import explain_routes
-from app.api.errors import status_for
-from app.engine.engine import BatchExplanation, CamEngine
-from app.engine.methods import METHODS
-from app.labeling.task_images import (
+from camserve.api import explain_routes
+from camserve.api.errors import status_for
+from camserve.engine.engine import BatchExplanation, CamEngine
+from camserve.engine.methods import METHODS
+from camserve.labeling.task_images import (
     ImageFetchFailedError,
     ImageFetchTimeoutError,
     ImageReferenceRefusedError,
     TaskImageError,
 )
-from app.serving.service import Service
+from camserve.serving.service import Service
 from tests.api.helpers import assert_error, make_settings, post_image, serving, worker_hook_count
 
 MAX_TOP_K = 4
@@ -271,7 +271,7 @@ def test_fault_in_the_worker_is_a_generic_500_and_the_next_request_succeeds(
         raise RuntimeError(SECRET)
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.engine.engine.render_together", broken_render)
+        patch.setattr("camserve.engine.engine.render_together", broken_render)
         for route in ("/v1/cam", "/v1/explain"):
             response = post_image(client, route, params={"model": "tiny"})
             message = assert_error(response, 500, "internal_error")
@@ -288,7 +288,7 @@ def test_fault_while_encoding_is_a_generic_500(
         raise ValueError(SECRET)
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.serving.service.encode_image", broken_encode)
+        patch.setattr("camserve.serving.service.encode_image", broken_encode)
         response = post_image(client, params={"model": "tiny"})
         assert_error(response, 500, "internal_error")
         assert SECRET not in response.text
@@ -300,7 +300,7 @@ def test_faults_are_counted_as_500(client: TestClient, monkeypatch: pytest.Monke
         raise RuntimeError(SECRET)
 
     with monkeypatch.context() as patch:
-        patch.setattr("app.engine.engine.render_together", broken_render)
+        patch.setattr("camserve.engine.engine.render_together", broken_render)
         assert post_image(client, params={"model": "tiny"}).status_code == 500
     metrics = client.get("/metrics").text
     assert 'camserve_requests_total{route="/v1/cam",status="500"}' in metrics

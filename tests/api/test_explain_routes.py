@@ -16,11 +16,11 @@ import torchvision
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from app.api.application import create_app
-from app.api.schemas import INCLUDE_OPTIONS
-from app.engine.images.colormaps import colormap_table
-from app.engine.images.regions import Threshold, find_regions
-from app.quality.scenes import scene_at
+from camserve.api.application import create_app
+from camserve.api.schemas import INCLUDE_OPTIONS
+from camserve.engine.images.colormaps import colormap_table
+from camserve.engine.images.regions import Threshold, find_regions
+from camserve.quality.scenes import scene_at
 from tests.api.helpers import (
     PNG,
     decode,

@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 
-from app.api.image_json import ImageJSONResponse
-from app.api.schemas import ExplainedClass, ExplainResponse, Prediction, Timings
+from camserve.api.image_json import ImageJSONResponse
+from camserve.api.schemas import ExplainedClass, ExplainResponse, Prediction, Timings
 
 
 def an_answer() -> ExplainResponse:

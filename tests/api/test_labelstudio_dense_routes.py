@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from label_studio_sdk.converter.brush import decode_rle
 from label_studio_sdk.label_interface.interface import LabelInterface
 
-from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
+from camserve.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 from tests.api.helpers import decode, make_settings, post_image, serving
 from tests.dense_matching import (
     SCORE_TOLERANCE,

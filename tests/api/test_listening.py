@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from app.api.listening import ListenError, listening_sockets, port_taken_message
+from camserve.api.listening import ListenError, listening_sockets, port_taken_message
 
 
 def test_a_free_port_is_bound_and_accepts_connections_at_once() -> None:

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.application import create_app
-from app.api.model_routes import list_models
-from app.engine.methods import METHODS
-from app.serving.service import Service
+from camserve.api.application import create_app
+from camserve.api.model_routes import list_models
+from camserve.engine.methods import METHODS
+from camserve.serving.service import Service
 from tests.api.helpers import assert_error, make_settings, post_image, serving
 from tests.support import TINY_LABELS, write_test_models
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.engine.models.manifest import load_manifest
-from app.serving.model_versions import ModelVersions
+from camserve.engine.models.manifest import load_manifest
+from camserve.serving.model_versions import ModelVersions
 from tests.api.helpers import make_settings, post_image, serving
 
 

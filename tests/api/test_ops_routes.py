@@ -11,9 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.api.application import create_app
-from app.engine.engine import CamEngine
-from app.serving.served_models import ModelHub
+from camserve.api.application import create_app
+from camserve.engine.engine import CamEngine
+from camserve.serving.served_models import ModelHub
 from tests.api.helpers import assert_error, make_settings, post_image, serving, wait_ready
 
 RELEASE_TIMEOUT_S = 30.0

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.serving.service import Service
+from camserve.serving.service import Service
 from tests.api.helpers import (
     ADMIN_HEADERS,
     assert_same_explain_body,

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.engine.methods import METHODS
-from app.quality.audit.sanity import SANITY_THRESHOLD
+from camserve.engine.methods import METHODS
+from camserve.quality.audit.sanity import SANITY_THRESHOLD
 from tests.api.helpers import (
     ADMIN_HEADERS,
     assert_error,
@@ -173,7 +173,7 @@ def test_a_reload_reports_how_far_the_maps_moved(
     reference_folder(tmp_path / "ref")
     serve_weights(tmp_path, "a.pt")
     shutil.copy(tmp_path / "a.pt", tmp_path / "same.pt")
-    caplog.set_level(logging.INFO, logger="app.quality.served.reports")
+    caplog.set_level(logging.INFO, logger="camserve.quality.served.reports")
     with serving(settings) as client:
         first = poll_report(client, "m", ready)
         assert first["report"]["images"] == [f"image-{index}.png" for index in range(6)]

@@ -9,17 +9,17 @@ import textwrap
 from pathlib import Path
 from typing import cast
 
-from app.api.server import ReadyGate
-from app.serving.served_models import ModelHub
+from camserve.api.server import ReadyGate
+from camserve.serving.served_models import ModelHub
 
 ROOT = Path(__file__).resolve().parents[2]
 
 HELD_IN_TORCH = textwrap.dedent(
     """
     import logging, threading, torch
-    from app.api.server import exit_if_worker_left
-    from app.serving.prometheus import Metrics
-    from app.serving.worker import BatchingWorker
+    from camserve.api.server import exit_if_worker_left
+    from camserve.serving.prometheus import Metrics
+    from camserve.serving.worker import BatchingWorker
 
     inside = threading.Event()
 

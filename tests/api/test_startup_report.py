@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.api.startup_report import another_port_hint, page_url, startup_report
+from camserve.api.startup_report import another_port_hint, page_url, startup_report
 
 
 def test_a_wildcard_interface_is_shown_as_localhost() -> None:

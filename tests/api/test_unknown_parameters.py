@@ -1,8 +1,8 @@
-"""Tests for app.api.unknown_parameters: the message for query parameters a route does not take."""
+"""Tests for camserve.api.unknown_parameters: the message for query parameters a route does not take."""
 
 from __future__ import annotations
 
-from app.api.unknown_parameters import is_unknown_query_parameter, unknown_parameters_message
+from camserve.api.unknown_parameters import is_unknown_query_parameter, unknown_parameters_message
 
 KNOWN = ["model", "method", "layer", "alpha"]
 

@@ -8,7 +8,7 @@ import time
 
 from starlette.types import Message, Scope
 
-from app.api.unread_body import BodyReading, EarlyAnswerSend
+from camserve.api.unread_body import BodyReading, EarlyAnswerSend
 
 LIMIT = 1000
 LINGER_S = 0.05

@@ -11,8 +11,8 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.engine.images import imaging
-from app.serving import service as service_module
+from camserve.engine.images import imaging
+from camserve.serving import service as service_module
 from tests.api.helpers import assert_same_explain_body, make_settings, post_image, serving
 from tests.harness.live_server import MetricsSnapshot
 from tests.support import image_bytes, photo_bytes

@@ -23,8 +23,8 @@ from PIL import Image, ImageOps
 from starlette.requests import Request
 from starlette.types import Message
 
-from app.api.uploads import read_image_upload
-from app.serving.service import ClientDisconnectedError
+from camserve.api.uploads import read_image_upload
+from camserve.serving.service import ClientDisconnectedError
 from tests.api.helpers import (
     PNG,
     assert_error,

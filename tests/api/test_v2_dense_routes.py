@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.application import create_app
+from camserve.api.application import create_app
 from tests.api.helpers import make_settings, post_image, wait_ready
 from tests.support import scene_bytes, write_dense_models
 from tests.v2_answers import HEADER_LENGTH, decode_png, json_request, read_answer, v1_as_tensors

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
-from app import __version__
+from camserve import __version__
 from tests.api.helpers import make_settings, post_image, serving
 from tests.support import BROKEN_PNG, image_bytes
 from tests.v2_answers import (

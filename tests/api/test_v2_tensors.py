@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from app.api.v2_tensors import OutputTensor, pack_bytes, unpack_bytes
+from camserve.api.v2_tensors import OutputTensor, pack_bytes, unpack_bytes
 
 
 def test_bytes_elements_are_length_prefixed_little_endian() -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.cli.audit import SAMPLES, reference_folder
-from app.quality.audit.files import CSV_COLUMNS
+from camserve.cli import cli
+from camserve.cli.audit import SAMPLES, reference_folder
+from camserve.quality.audit.files import CSV_COLUMNS
 from tests.support import SHIPPED_MODELS
 
 runner = CliRunner()

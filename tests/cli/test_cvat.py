@@ -10,10 +10,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.engine.models.manifest import load_manifest
-from app.engine.models.registry import model_labels
-from app.labeling.cvat import FunctionOptions, function_yaml
+from camserve.cli import cli
+from camserve.engine.models.manifest import load_manifest
+from camserve.engine.models.registry import model_labels
+from camserve.labeling.cvat import FunctionOptions, function_yaml
 from tests.support import DENSE_LABELS, TINY_LABELS, write_test_models
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,11 +12,11 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.cli.dataset_labelstudio import LOCAL_FILES_HINT
-from app.dataset import stored
-from app.dataset.local_files import LOCAL_FILES_ROOT_SETTINGS
-from app.dataset.stored import StoredImage
+from camserve.cli import cli
+from camserve.cli.dataset_labelstudio import LOCAL_FILES_HINT
+from camserve.dataset import stored
+from camserve.dataset.local_files import LOCAL_FILES_ROOT_SETTINGS
+from camserve.dataset.stored import StoredImage
 
 runner = CliRunner()
 

@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.engine.methods import METHODS
-from app.quality.scenes import SHAPES
+from camserve.cli import cli
+from camserve.engine.methods import METHODS
+from camserve.quality.scenes import SHAPES
 
 runner = CliRunner()
 

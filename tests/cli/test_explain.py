@@ -14,10 +14,10 @@ from PIL import Image
 from torchvision.models import resnet18 as ResNet18Net  # noqa: N812
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.engine.errors import WeightsUnavailableError
-from app.engine.models.registry import load_model
-from app.serving.served_models import find_spec
+from camserve.cli import cli
+from camserve.engine.errors import WeightsUnavailableError
+from camserve.engine.models.registry import load_model
+from camserve.serving.served_models import find_spec
 from tests.support import write_image_folder
 
 runner = CliRunner()

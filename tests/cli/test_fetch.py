@@ -11,8 +11,8 @@ import torch
 import torchvision
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.engine.models.registry import build_model
+from camserve.cli import cli
+from camserve.engine.models.registry import build_model
 from tests.conftest import hub_file
 
 RESNET18 = torchvision.models.ResNet18_Weights.IMAGENET1K_V1

@@ -12,8 +12,8 @@ import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.cli.help_layout import MIN_DESCRIPTION_WIDTH, ReadableHelpFormatter
+from camserve.cli import cli
+from camserve.cli.help_layout import MIN_DESCRIPTION_WIDTH, ReadableHelpFormatter
 
 runner = CliRunner()
 COMMANDS = sorted(get_command(cli).list_commands(None))  # type: ignore[attr-defined,arg-type]
@@ -116,7 +116,7 @@ def test_help_wraps_at_the_terminal_but_at_most_100_columns(
 
 def test_the_installed_command_at_80_columns() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "app", "explain", "--help"],
+        [sys.executable, "-m", "camserve", "explain", "--help"],
         capture_output=True,
         text=True,
         check=True,

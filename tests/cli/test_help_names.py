@@ -9,7 +9,7 @@ import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from app.cli import cli
+from camserve.cli import cli
 
 runner = CliRunner()
 COMMANDS = sorted(get_command(cli).commands)  # type: ignore[attr-defined]

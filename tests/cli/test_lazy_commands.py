@@ -12,8 +12,8 @@ from pathlib import Path
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.cli.lazy_commands import COMMAND_MODULES
+from camserve.cli import cli
+from camserve.cli.lazy_commands import COMMAND_MODULES
 
 runner = CliRunner()
 HEAVY = ("torch", "torchvision", "timm", "transformers", "numpy", "PIL", "cv2", "fastapi", "ray")
@@ -26,7 +26,7 @@ def _loaded_after(arguments: list[str]) -> dict[str, object]:
     code = (
         "import sys\n"
         f"sys.argv = ['camserve', *{arguments!r}]\n"
-        "from app.cli import main\n"
+        "from camserve.cli import main\n"
         "try:\n    main()\nexcept SystemExit as end:\n    code = end.code\nelse:\n    code = 0\n"
         f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))\n"
         "import json\nprint(json.dumps({'code': code, 'heavy': heavy}))\n"
@@ -40,14 +40,14 @@ def _loaded_after(arguments: list[str]) -> dict[str, object]:
 
 def test_every_module_registers_the_command_the_map_names() -> None:
     for module in set(COMMAND_MODULES.values()):
-        importlib.import_module(f"app.cli.{module}")
+        importlib.import_module(f"camserve.cli.{module}")
     group = get_command(cli)
     registered = {
         name: group.get_command(None, name).callback.__module__  # type: ignore[arg-type,attr-defined,union-attr]
         for name in group.list_commands(None)  # type: ignore[attr-defined,arg-type]
     }
 
-    assert registered == {name: f"app.cli.{module}" for name, module in COMMAND_MODULES.items()}
+    assert registered == {name: f"camserve.cli.{module}" for name, module in COMMAND_MODULES.items()}
 
 
 def test_a_command_runs_whether_or_not_its_module_was_imported_first() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.cli.models import FIELD_COLUMN
+from camserve.cli import cli
+from camserve.cli.models import FIELD_COLUMN
 
 runner = CliRunner()
 

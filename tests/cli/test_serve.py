@@ -36,7 +36,7 @@ def occupied_port() -> Iterator[int]:
 
 
 def serve_command(port: int) -> list[str]:
-    return [sys.executable, "-m", "app", "serve", "--host", LOOPBACK, "--port", str(port)]
+    return [sys.executable, "-m", "camserve", "serve", "--host", LOOPBACK, "--port", str(port)]
 
 
 def test_a_taken_port_ends_the_start_with_one_plain_line(

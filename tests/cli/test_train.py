@@ -6,9 +6,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.engine.models.registry import load_model
-from app.serving.served_models import find_spec
+from camserve.cli import cli
+from camserve.engine.models.registry import load_model
+from camserve.serving.served_models import find_spec
 
 
 def test_train_demo_writes_a_loadable_model(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.engine.models.dense import load_dense_model
-from app.serving.served_models import find_spec
+from camserve.cli import cli
+from camserve.engine.models.dense import load_dense_model
+from camserve.serving.served_models import find_spec
 from tests.support import SHIPPED_MODELS
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.client import AsyncClient, CamResult, ExplainResult, InvalidParameterError, ModelList
+from camserve_client import AsyncClient, CamResult, ExplainResult, InvalidParameterError, ModelList
 from tests.integration.live import LiveServer
 
 WIDTH, HEIGHT = 70, 50

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.client.errors import (
+from camserve_client.errors import (
     AuthenticationError,
     CamserveError,
     PayloadTooLargeError,

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.client.errors import InputError
-from app.client.inputs import describe, upload_of
+from camserve_client.errors import InputError
+from camserve_client.inputs import describe, upload_of
 
 
 def _decoded(content: bytes) -> Image.Image:

@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 import pytest
 
-from app.client import AsyncClient, Client
+from camserve_client import AsyncClient, Client
 from tests.client.conftest import shapes_models
 from tests.integration.live import LiveServer, live_server
 from tests.support import SAMPLE_PHOTOS, image_bytes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.client.options import cam_params, explain_params
+from camserve_client.options import cam_params, explain_params
 
 
 def test_lists_are_joined_and_plural_names_become_camserves() -> None:

@@ -1,4 +1,4 @@
-"""``app.client`` stands alone: usable without torch, importing nothing else of camserve."""
+"""``camserve_client`` stands alone: usable without torch, importing nothing else of camserve."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-CLIENT = Path(__file__).resolve().parents[2] / "app" / "client"
+CLIENT = Path(__file__).resolve().parents[2] / "client" / "camserve_client"
 
 
 def test_importing_the_client_loads_neither_torch_nor_the_server() -> None:
     probe = (
-        "import sys, app.client; "
+        "import sys, camserve_client; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'torch', 'torchvision', 'fastapi', 'starlette', 'uvicorn'} "
-        "or (m.startswith('app.') and not m.startswith('app.client'))))"
+        "or (m.startswith('app.') and not m.startswith('camserve_client'))))"
     )
     loaded = subprocess.run(
         [sys.executable, "-c", probe],
@@ -42,6 +42,6 @@ def test_no_client_module_imports_another_app_package() -> None:
             outside += [
                 f"{path.name}: {name}"
                 for name in names
-                if name.startswith("app.") and not name.startswith("app.client")
+                if name.startswith("app.") and not name.startswith("camserve_client")
             ]
     assert outside == []

@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from app.client import Client
-from app.client.progress import ProgressCount, ProgressReport, duration
+from camserve_client import Client
+from camserve_client.progress import ProgressCount, ProgressReport, duration
 
 ANSWER = {
     "model": "m",

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from app.client import AsyncClient, Client, ExplainResult, RetryPolicy
+from camserve_client import AsyncClient, Client, ExplainResult, RetryPolicy
 from tests.integration.live import LiveServer
 from tests.support import image_bytes
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.client.answers import cam_result, explain_result, model_list
-from app.client.results import Box
+from camserve_client.answers import cam_result, explain_result, model_list
+from camserve_client.results import Box
 
 HEIGHT, WIDTH = 3, 4
 

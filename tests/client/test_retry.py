@@ -11,7 +11,7 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from app.client import (
+from camserve_client import (
     AsyncClient,
     Client,
     ConnectionFailedError,
@@ -22,7 +22,7 @@ from app.client import (
     ServerError,
     UnavailableError,
 )
-from app.client.retry import JITTER, RetryState, retry_after_seconds
+from camserve_client.retry import JITTER, RetryState, retry_after_seconds
 from tests.integration.live import free_port
 
 MODELS = {"models": [], "failed": {}}

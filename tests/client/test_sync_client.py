@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.client import (
+from camserve_client import (
     BadRequestError,
     CamserveError,
     Client,

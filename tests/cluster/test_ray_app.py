@@ -27,10 +27,10 @@ from PIL import Image
 from ray import serve
 from ray.serve.schema import ServeDeploySchema
 
-from app.api.application import create_app
-from app.cluster.ray_app import RayAppArgs, build_app, deployment_options
-from app.config import load_settings
-from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
+from camserve.api.application import create_app
+from camserve.cluster.ray_app import RayAppArgs, build_app, deployment_options
+from camserve.config import load_settings
+from camserve.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 from tests.api.helpers import (
     assert_same_explain_body,
     make_settings,
@@ -130,7 +130,7 @@ def test_the_serve_config_is_valid() -> None:
     config = yaml.safe_load((REPO / "deploy/ray/serve.yaml").read_text())
     ServeDeploySchema.model_validate(config)  # Ray's own schema of `serve deploy` files
     (application,) = config["applications"]
-    assert application["import_path"] == "app.cluster.ray_app:build_app"
+    assert application["import_path"] == "camserve.cluster.ray_app:build_app"
     args = RayAppArgs.model_validate(application["args"])
     assert (args.num_gpus, args.min_replicas, args.max_replicas) == (1, 1, 4)
     assert args.setting_values()["models"] == "shapes"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.dataset.actor_pool import BLOCKS_PER_ACTOR, READER_THREADS, plan_pool
+from camserve.dataset.actor_pool import BLOCKS_PER_ACTOR, READER_THREADS, plan_pool
 
 
 def test_one_actor_per_cpu_by_default_without_reader_threads() -> None:

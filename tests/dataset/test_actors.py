@@ -13,14 +13,14 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from app.dataset.actor_pool import READER_THREADS
-from app.dataset.actors import READ_AHEAD, EngineSetup, Explainer
-from app.dataset.explained import ExplainOptions
-from app.dataset.output_files import parquet_files, read_rows
-from app.dataset.rows import RowOptions
-from app.engine.images.imaging import decode_image
-from app.quality.scenes import scene_at, square_settings
-from app.serving.served_models import find_spec
+from camserve.dataset.actor_pool import READER_THREADS
+from camserve.dataset.actors import READ_AHEAD, EngineSetup, Explainer
+from camserve.dataset.explained import ExplainOptions
+from camserve.dataset.output_files import parquet_files, read_rows
+from camserve.dataset.rows import RowOptions
+from camserve.engine.images.imaging import decode_image
+from camserve.quality.scenes import scene_at, square_settings
+from camserve.serving.served_models import find_spec
 from tests.support import BROKEN_PNG
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """Exports of a detector's dataset rows: Label Studio rectangles, CVAT boxes and FiftyOne
 detections carry the rows' explained boxes, classes and scores; FiftyOne's heatmaps are the
 rows' maps, and an image in which nothing was found is a sample with no detections. The rows
-come from the dataset actor (``app/dataset/actors.py``), here without Ray, running camserve's
+come from the dataset actor (``app/camserve/dataset/actors.py``), here without Ray, running camserve's
 trained shape detector on generated scenes of three or more shapes. Every export is built from
 the rows themselves (no second computation), so it must carry their numbers exactly."""
 
@@ -18,17 +18,17 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from app.dataset.actors import EngineSetup, Explainer
-from app.dataset.cvat_annotations import cvat_annotations
-from app.dataset.explained import ExplainOptions
-from app.dataset.fiftyone_samples import fiftyone_dataset
-from app.dataset.label_studio_tasks import TaskOptions, label_studio_tasks
-from app.dataset.output_files import read_rows
-from app.dataset.rows import RowOptions
-from app.dataset.stored import StoredImage, read_images
-from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
-from app.labeling.fiftyone_documents import relative_box
-from app.serving.served_models import find_spec
+from camserve.dataset.actors import EngineSetup, Explainer
+from camserve.dataset.cvat_annotations import cvat_annotations
+from camserve.dataset.explained import ExplainOptions
+from camserve.dataset.fiftyone_samples import fiftyone_dataset
+from camserve.dataset.label_studio_tasks import TaskOptions, label_studio_tasks
+from camserve.dataset.output_files import read_rows
+from camserve.dataset.rows import RowOptions
+from camserve.dataset.stored import StoredImage, read_images
+from camserve.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
+from camserve.labeling.fiftyone_documents import relative_box
+from camserve.serving.served_models import find_spec
 from tests.harness.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
 from tests.support import write_dense_models, write_scenes

@@ -25,20 +25,20 @@ import torch
 from numpy.typing import NDArray
 from PIL import Image
 
-from app.dataset.actors import EngineSetup, Explainer
-from app.dataset.detections import detector_defaults
-from app.dataset.explained import ExplainOptions
-from app.dataset.model_explainer import check_dataset_options
-from app.dataset.output_files import read_rows, written_images
-from app.dataset.rows import RowOptions
-from app.dataset.stored import read_images
-from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
-from app.engine.errors import ManifestError, MethodNotApplicableError
-from app.engine.images.render import RenderOptions
-from app.engine.models.dense import load_dense_model
-from app.serving.detector_jobs import DetectorExplainer
-from app.serving.jobs import BatchKey, DetectionOptions, FoundObject, Job, JobResult
-from app.serving.served_models import find_spec
+from camserve.dataset.actors import EngineSetup, Explainer
+from camserve.dataset.detections import detector_defaults
+from camserve.dataset.explained import ExplainOptions
+from camserve.dataset.model_explainer import check_dataset_options
+from camserve.dataset.output_files import read_rows, written_images
+from camserve.dataset.rows import RowOptions
+from camserve.dataset.stored import read_images
+from camserve.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
+from camserve.engine.errors import ManifestError, MethodNotApplicableError
+from camserve.engine.images.render import RenderOptions
+from camserve.engine.models.dense import load_dense_model
+from camserve.serving.detector_jobs import DetectorExplainer
+from camserve.serving.jobs import BatchKey, DetectionOptions, FoundObject, Job, JobResult
+from camserve.serving.served_models import find_spec
 from tests.dense_matching import (
     BOX_TOLERANCE,
     SCORE_TOLERANCE,

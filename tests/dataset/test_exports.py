@@ -17,19 +17,19 @@ import torch
 from PIL import Image
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.dataset.cvat_annotations import cvat_annotations
-from app.dataset.explained import ExplainOptions, explain_pixels
-from app.dataset.fiftyone_samples import fiftyone_dataset
-from app.dataset.label_studio_tasks import TaskOptions, label_studio_tasks
-from app.dataset.local_files import TaskImagePaths
-from app.dataset.rows import ImageInfo, RowOptions, error_row, explanation_rows, rows_table
-from app.dataset.stored import StoredImage, read_images
-from app.engine.engine import CamEngine
-from app.engine.models.registry import load_model
-from app.labeling.fiftyone_documents import relative_box
-from app.quality.scenes import scene_at, square_settings
-from app.serving.served_models import find_spec
+from camserve.cli import cli
+from camserve.dataset.cvat_annotations import cvat_annotations
+from camserve.dataset.explained import ExplainOptions, explain_pixels
+from camserve.dataset.fiftyone_samples import fiftyone_dataset
+from camserve.dataset.label_studio_tasks import TaskOptions, label_studio_tasks
+from camserve.dataset.local_files import TaskImagePaths
+from camserve.dataset.rows import ImageInfo, RowOptions, error_row, explanation_rows, rows_table
+from camserve.dataset.stored import StoredImage, read_images
+from camserve.engine.engine import CamEngine
+from camserve.engine.models.registry import load_model
+from camserve.labeling.fiftyone_documents import relative_box
+from camserve.quality.scenes import scene_at, square_settings
+from camserve.serving.served_models import find_spec
 from tests.harness.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from app.dataset.explained import ExplainOptions
-from app.dataset.in_process import explain_in_process
-from app.dataset.inputs import list_images
-from app.dataset.job import DatasetJob
-from app.dataset.output_files import parquet_files, read_rows
-from app.quality.scenes import scene_at, square_settings
-from app.serving.served_models import find_spec
+from camserve.dataset.explained import ExplainOptions
+from camserve.dataset.in_process import explain_in_process
+from camserve.dataset.inputs import list_images
+from camserve.dataset.job import DatasetJob
+from camserve.dataset.output_files import parquet_files, read_rows
+from camserve.quality.scenes import scene_at, square_settings
+from camserve.serving.served_models import find_spec
 from tests.support import BROKEN_PNG, SHIPPED_MODELS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,9 +81,9 @@ def test_a_job_in_this_process_never_imports_ray(tmp_path: Path) -> None:
     Image.fromarray(scene_at(3, 0, square_settings(64)).image).save(folder / "scene.png")
     program = (
         "import sys\n"
-        "from app.dataset.job import DatasetJob, explain_dataset\n"
+        "from camserve.dataset.job import DatasetJob, explain_dataset\n"
         "from pathlib import Path\n"
-        "from app.serving.served_models import find_spec\n"
+        "from camserve.serving.served_models import find_spec\n"
         f"job = DatasetJob({str(folder)!r}, {str(tmp_path / 'rows')!r}, "
         f"find_spec(Path({str(SHIPPED_MODELS)!r}), 'shapes'), device='cpu')\n"
         "summary = explain_dataset(job)\n"

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from app.dataset.inputs import DatasetInputError, ImageRef, list_images, read_file
+from camserve.dataset.inputs import DatasetInputError, ImageRef, list_images, read_file
 from tests.support import write_image_folder
 
 SIZES = {"a.png": (20, 10), "b/c.jpg": (12, 12), "b/d/e.webp": (8, 9)}

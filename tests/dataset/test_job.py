@@ -23,11 +23,11 @@ import torch
 from PIL import Image
 from typer.testing import CliRunner, Result
 
-from app.cli import cli
-from app.cli.folder_explainer import file_name_part
-from app.dataset.output_files import parquet_files, read_rows
-from app.engine.images.regions import find_regions
-from app.quality.scenes import scene_at, square_settings
+from camserve.cli import cli
+from camserve.cli.folder_explainer import file_name_part
+from camserve.dataset.output_files import parquet_files, read_rows
+from camserve.engine.images.regions import find_regions
+from camserve.quality.scenes import scene_at, square_settings
 from tests.harness.ray_cluster import LocalRay, local_ray
 from tests.support import BROKEN_PNG, write_dense_models, write_scenes
 
@@ -223,7 +223,7 @@ def test_one_actor_on_a_ray_of_its_own(
     asks for two and decodes ahead in reader threads. The rows equal the cluster's."""
     output = tmp_path / "rows"
     command = [
-        *(sys.executable, "-m", "app", "explain-dataset", str(scenes), "-o", str(output)),
+        *(sys.executable, "-m", "camserve", "explain-dataset", str(scenes), "-o", str(output)),
         *MODEL,
         *METHODS,
         *("--actors", "1", "--object-store-mb", "100"),

@@ -1,4 +1,4 @@
-"""Image paths as Label Studio task references (``app.dataset.local_files``): with the
+"""Image paths as Label Studio task references (``camserve.dataset.local_files``): with the
 local-files prefix, relative to the local files root and URL-quoted, as Label Studio and
 camserve's ``/labelstudio/predict`` read them; outside the root, a clear refusal."""
 
@@ -11,15 +11,15 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from pydantic import AliasChoices
 
-from app.config import Settings
-from app.dataset.local_files import (
+from camserve.config import Settings
+from camserve.dataset.local_files import (
     LOCAL_FILES_PREFIX,
     LOCAL_FILES_ROOT_SETTINGS,
     TaskImagePaths,
     is_local_files_prefix,
     task_image_paths,
 )
-from app.labeling.bounded_reads import inside_root
+from camserve.labeling.bounded_reads import inside_root
 
 
 def test_paths_under_the_root_are_written_relative_to_it_and_quoted(tmp_path: Path) -> None:

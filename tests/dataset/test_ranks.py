@@ -15,15 +15,15 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from app.cli import cli
-from app.dataset.explained import ExplainOptions
-from app.dataset.job import DatasetJob, explain_dataset, plan_dataset
-from app.dataset.output_files import EarlierRowsError, parquet_files, read_rows, written_images
-from app.dataset.rows import ROWS_VERSION, ROWS_VERSION_KEY
-from app.dataset.run_place import RunPlace
-from app.dataset.stored import read_images
-from app.quality.scenes import scene_at, square_settings
-from app.serving.served_models import find_spec
+from camserve.cli import cli
+from camserve.dataset.explained import ExplainOptions
+from camserve.dataset.job import DatasetJob, explain_dataset, plan_dataset
+from camserve.dataset.output_files import EarlierRowsError, parquet_files, read_rows, written_images
+from camserve.dataset.rows import ROWS_VERSION, ROWS_VERSION_KEY
+from camserve.dataset.run_place import RunPlace
+from camserve.dataset.stored import read_images
+from camserve.quality.scenes import scene_at, square_settings
+from camserve.serving.served_models import find_spec
 from tests.api.helpers import make_settings, serving
 from tests.rankings import assert_decisive
 from tests.support import SHIPPED_MODELS

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import ray.data
 
-from app.dataset.ray_session import (
+from camserve.dataset.ray_session import (
     LEVEL_SET_LINE,
     QUIET_RAY_ENVIRONMENT,
     RAY_DATA_CONSOLE_HANDLER,

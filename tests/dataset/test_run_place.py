@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.dataset.run_place import IN_PROCESS_BELOW, RunPlace, RunPlaceError, choose_where
+from camserve.dataset.run_place import IN_PROCESS_BELOW, RunPlace, RunPlaceError, choose_where
 
 
 def test_fewer_images_than_the_threshold_run_here_and_more_on_ray() -> None:

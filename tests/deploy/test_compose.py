@@ -74,7 +74,7 @@ def test_the_gpu_service_is_complete() -> None:
     assert service["build"]["args"]["VARIANT"] == "cuda"
     assert any(volume.startswith("./models:/srv/camserve/models") for volume in service["volumes"])
     assert "torch-cache:/var/cache/camserve/torch" in service["volumes"]
-    assert service["healthcheck"]["test"] == ["CMD", "python", "-m", "app.serving.healthcheck"]
+    assert service["healthcheck"]["test"] == ["CMD", "python", "-m", "camserve.serving.healthcheck"]
     assert service["restart"] == "unless-stopped"
     assert service["ports"][0].endswith(":8000")
 

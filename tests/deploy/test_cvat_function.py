@@ -27,9 +27,9 @@ import pytest
 from numpy.typing import NDArray
 from PIL import Image
 
-from app.engine.models.manifest import load_manifest
-from app.engine.models.registry import model_labels
-from app.labeling.cvat import FunctionOptions, function_yaml
+from camserve.engine.models.manifest import load_manifest
+from camserve.engine.models.registry import model_labels
+from camserve.labeling.cvat import FunctionOptions, function_yaml
 from tests.integration.live import LiveServer, free_port, live_server
 from tests.support import TINY_LABELS, image_bytes, write_test_models
 

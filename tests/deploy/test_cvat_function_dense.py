@@ -22,7 +22,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from app.cli import cli
+from camserve.cli import cli
 from tests.dense_matching import assert_decisive
 from tests.deploy.test_cvat_function import (
     Context,

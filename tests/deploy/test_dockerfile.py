@@ -25,7 +25,7 @@ from tests.harness.live_server import ServerProcess, free_port, start_server
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 BIN = Path(sys.executable).parent
-SAMPLE = ROOT / "app" / "web" / "static" / "samples" / "photos" / "coffee.jpg"
+SAMPLE = ROOT / "app" / "camserve" / "web" / "static" / "samples" / "photos" / "coffee.jpg"
 
 
 def instructions(keyword: str) -> list[str]:
@@ -136,7 +136,7 @@ def test_the_start_command_serves_and_the_healthcheck_reports_it(tmp_path: Path)
     port = free_port()
     (healthcheck,) = instructions("HEALTHCHECK")
     probe = json.loads(healthcheck.split(" CMD ", 1)[1])
-    assert probe == ["python", "-m", "app.serving.healthcheck"]
+    assert probe == ["python", "-m", "camserve.serving.healthcheck"]
     probe_environment = {**os.environ, "CAMSERVE_PORT": str(port)}
     probe_command = [sys.executable, *probe[1:]]
 

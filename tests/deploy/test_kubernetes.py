@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from app.cluster.ray_app import RayAppArgs
+from camserve.cluster.ray_app import RayAppArgs
 from tests.harness.ray_cluster import THROUGHPUT_MODE
 
 ROOT = Path(__file__).resolve().parents[2]

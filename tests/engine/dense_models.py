@@ -15,10 +15,10 @@ from functools import cache
 import torch
 from torch import Tensor, nn
 
-from app.engine.models.dense import load_dense_model
-from app.engine.models.segmenters import SegmentationScores
-from app.quality.dense_training import scene_tensor
-from app.serving.served_models import find_spec
+from camserve.engine.models.dense import load_dense_model
+from camserve.engine.models.segmenters import SegmentationScores
+from camserve.quality.dense_training import scene_tensor
+from camserve.serving.served_models import find_spec
 from tests.support import SHIPPED_MODELS, held_out_scenes
 
 __all__ = [

@@ -19,9 +19,9 @@ from torchvision.models.detection.transform import resize_boxes
 from torchvision.ops import box_iou
 from torchvision.ops import boxes as box_ops
 
-from app.engine.detection_maps import DetectionMaps, explain_detections, given_box
-from app.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
-from app.engine.models.detector_pass import DetectorPass, run_detector
+from camserve.engine.detection_maps import DetectionMaps, explain_detections, given_box
+from camserve.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
+from camserve.engine.models.detector_pass import DetectorPass, run_detector
 from tests.dense_matching import assert_decisive, assert_same_detections
 from tests.engine.dense_models import DETECTOR_SIZE, detector, scene_images
 from tests.tolerances import NETWORK, assert_float32_close

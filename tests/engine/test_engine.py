@@ -10,10 +10,10 @@ from PIL import Image
 from torch import Tensor, nn
 from torchvision.models import resnet18
 
-from app.engine.engine import CamEngine
-from app.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
-from app.engine.hooks import capture_layer, count_hooks
-from app.engine.methods import METHODS
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
+from camserve.engine.hooks import capture_layer, count_hooks
+from camserve.engine.methods import METHODS
 from tests.engine.models_for_tests import SmallConvNet
 from tests.tolerances import NETWORK, assert_float32_close
 

@@ -8,11 +8,11 @@ import torch
 from torch import Tensor, nn
 from torchvision.models import VisionTransformer
 
-from app.engine.engine import CamEngine
-from app.engine.errors import UnknownLayerError
-from app.engine.flat_gradients import PROBE_IMAGES
-from app.engine.images.preprocess import Preprocessing
-from app.engine.methods import METHODS
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import UnknownLayerError
+from camserve.engine.flat_gradients import PROBE_IMAGES
+from camserve.engine.images.preprocess import Preprocessing
+from camserve.engine.methods import METHODS
 from tests.engine.models_for_tests import ReluGapNet, RoundingNet
 from tests.tolerances import NETWORK, assert_float32_close
 

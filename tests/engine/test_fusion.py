@@ -7,10 +7,10 @@ import pytest
 import torch
 from numpy.typing import NDArray
 
-from app.engine.engine import CamEngine
-from app.engine.errors import MethodNotApplicableError, UnknownLayerError
-from app.engine.fusion import FUSED_LAYER, fuse_maps
-from app.engine.images.preprocess import Preprocessing
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import MethodNotApplicableError, UnknownLayerError
+from camserve.engine.fusion import FUSED_LAYER, fuse_maps
+from camserve.engine.images.preprocess import Preprocessing
 from tests.engine.models_for_tests import SmallConvNet
 from tests.tolerances import assert_float32_close
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from app.engine.errors import UnknownLayerError
-from app.engine.hooks import capture_layer, count_hooks
+from camserve.engine.errors import UnknownLayerError
+from camserve.engine.hooks import capture_layer, count_hooks
 from tests.engine.models_for_tests import SmallConvNet
 from tests.tolerances import NETWORK, assert_float32_close
 

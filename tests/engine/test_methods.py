@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.engine.engine import CamEngine
-from app.engine.errors import UnknownMethodError
-from app.engine.methods import METHODS, get_method
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import UnknownMethodError
+from camserve.engine.methods import METHODS, get_method
 from tests.engine.models_for_tests import TinyGapNet
 from tests.tolerances import assert_float32_close, assert_identical
 

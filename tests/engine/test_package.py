@@ -1,5 +1,5 @@
-"""``app.engine``'s public names load on first use: the error tree and the manifests are read
-without torch, and ``from app.engine import CamEngine`` still works."""
+"""``camserve.engine``'s public names load on first use: the error tree and the manifests are read
+without torch, and ``from camserve.engine import CamEngine`` still works."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-import app.engine
-from app.engine.engine import CamEngine
-from app.engine.methods import METHODS
+import camserve.engine
+from camserve.engine.engine import CamEngine
+from camserve.engine.methods import METHODS
 
 
 def test_the_public_names_are_the_engines_own() -> None:
-    assert app.engine.CamEngine is CamEngine
-    assert app.engine.METHODS is METHODS
-    assert set(app.engine.__all__) == {
+    assert camserve.engine.CamEngine is CamEngine
+    assert camserve.engine.METHODS is METHODS
+    assert set(camserve.engine.__all__) == {
         "METHODS",
         "CamEngine",
         "CamMaps",
@@ -28,12 +28,12 @@ def test_the_public_names_are_the_engines_own() -> None:
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Engine'"):
-        app.engine.Engine  # type: ignore[attr-defined]  # noqa: B018
+        camserve.engine.Engine  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_the_error_tree_and_manifests_import_no_torch() -> None:
     code = (
-        "import sys\nimport app.engine.errors, app.engine.models.manifest\n"
+        "import sys\nimport camserve.engine.errors, camserve.engine.models.manifest\n"
         "print('torch' in sys.modules)\n"
     )
     completed = subprocess.run(

@@ -19,9 +19,9 @@ from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 from torch import Tensor, nn
 from torchvision.models import get_model
 
-from app.engine.engine import CamEngine
-from app.engine.images.render import normalize_maps, upsample_maps
-from app.engine.models.registry import default_layer
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.render import normalize_maps, upsample_maps
+from camserve.engine.models.registry import default_layer
 from tests.harness.cam_peers import PYTORCH_GRAD_CAM
 from tests.tolerances import NETWORK, assert_float32_close
 

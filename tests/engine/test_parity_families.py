@@ -23,9 +23,9 @@ from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 from torch import Tensor, nn
 from torchvision.models import get_model
 
-from app.engine.engine import CamEngine
-from app.engine.errors import MethodNotApplicableError
-from app.engine.images.render import normalize_maps
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import MethodNotApplicableError
+from camserve.engine.images.render import normalize_maps
 from tests.harness.cam_peers import PYTORCH_GRAD_CAM
 from tests.tolerances import NETWORK
 

@@ -1,4 +1,4 @@
-"""Score-CAM's masked passes (app/engine/score_cam.py): flat channels share one pass, a channel
+"""Score-CAM's masked passes (app/camserve/engine/score_cam.py): flat channels share one pass, a channel
 budget scores only the most varied channels, and the channels-last layout and reduced precision
 change the maps only by rounding and leave the model as it was."""
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from app.engine.engine import CamEngine
-from app.engine.score_cam import plan_masked_passes
+from camserve.engine.engine import CamEngine
+from camserve.engine.score_cam import plan_masked_passes
 from tests.engine.test_parity import score_cam_by_the_paper
 from tests.tolerances import NETWORK, assert_float32_close, assert_identical
 

@@ -7,9 +7,9 @@ import torch
 from torch import Tensor, nn
 from torchvision.models import mobilenet_v3_small, resnet18
 
-from app.engine.engine import CamEngine, Targets
-from app.engine.hooks import count_hooks
-from app.engine.methods import METHODS
+from camserve.engine.engine import CamEngine, Targets
+from camserve.engine.hooks import count_hooks
+from camserve.engine.methods import METHODS
 from tests.engine.models_for_tests import SmallConvNet
 from tests.tolerances import NETWORK, assert_float32_close
 

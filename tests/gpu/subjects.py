@@ -14,15 +14,15 @@ import torch
 from torch import Tensor
 from torchvision.models import get_model
 
-from app.engine.engine import CamEngine
-from app.engine.images.imaging import decode_image
-from app.engine.models.dense import load_dense_model
-from app.engine.models.manifest import load_manifests
-from app.engine.models.registry import load_model
-from app.quality.real_model import efficientnet_lite0
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.imaging import decode_image
+from camserve.engine.models.dense import load_dense_model
+from camserve.engine.models.manifest import load_manifests
+from camserve.engine.models.registry import load_model
+from camserve.quality.real_model import efficientnet_lite0
 from tests.support import SHIPPED_MODELS, scene_pixels
 
-SAMPLES = Path(__file__).resolve().parents[2] / "app" / "web" / "static" / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "app" / "camserve" / "web" / "static" / "samples"
 PHOTOS = [SAMPLES / "photos" / "chelsea.jpg", SAMPLES / "photos" / "coffee.jpg"]
 SHAPES = [SAMPLES / "shapes" / "star.jpg", SAMPLES / "shapes" / "circle.jpg"]
 

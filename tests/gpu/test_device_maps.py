@@ -14,10 +14,10 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.engine.detection_maps import DETECTOR_METHODS, explain_detections
-from app.engine.images.render import normalize_maps
-from app.engine.methods import METHODS
-from app.engine.results import CamResults
+from camserve.engine.detection_maps import DETECTOR_METHODS, explain_detections
+from camserve.engine.images.render import normalize_maps
+from camserve.engine.methods import METHODS
+from camserve.engine.results import CamResults
 from tests.dense_matching import assert_same_detections
 from tests.gpu.conftest import Record
 from tests.gpu.subjects import SUBJECTS, Subject, scenes, shipped

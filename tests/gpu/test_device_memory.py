@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from fastapi.testclient import TestClient
 
-from app.api.application import create_app
+from camserve.api.application import create_app
 from tests.api.helpers import make_settings, wait_ready
 from tests.gpu.conftest import Record
 from tests.harness.live_server import MetricsSnapshot

@@ -11,9 +11,9 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.api.application import create_app
-from app.engine.images.render import RenderOptions, render_together
-from app.engine.methods import METHODS
+from camserve.api.application import create_app
+from camserve.engine.images.render import RenderOptions, render_together
+from camserve.engine.methods import METHODS
 from tests.api.helpers import make_settings, wait_ready
 from tests.gpu.conftest import Record
 from tests.gpu.subjects import PHOTOS, SUBJECTS, read

@@ -52,11 +52,11 @@ def add_cam_fields(
     # camserve's site-packages are on the path once main() has run.
     import torch  # noqa: PLC0415
 
-    from app.engine.engine import CamEngine  # noqa: PLC0415
-    from app.engine.images.regions import parse_threshold  # noqa: PLC0415
-    from app.engine.models.registry import load_model  # noqa: PLC0415
-    from app.labeling import fiftyone_export  # noqa: PLC0415
-    from app.serving.served_models import find_spec  # noqa: PLC0415
+    from camserve.engine.engine import CamEngine  # noqa: PLC0415
+    from camserve.engine.images.regions import parse_threshold  # noqa: PLC0415
+    from camserve.engine.models.registry import load_model  # noqa: PLC0415
+    from camserve.labeling import fiftyone_export  # noqa: PLC0415
+    from camserve.serving.served_models import find_spec  # noqa: PLC0415
 
     torch.set_num_threads(1)
     dataset = fo.Dataset(name, persistent=True)

@@ -26,8 +26,8 @@ from typing import Any
 
 from PIL import Image
 
-from app.dataset.local_files import LOCAL_FILES_ROOT_SETTINGS
-from app.quality.scenes import Scene
+from camserve.dataset.local_files import LOCAL_FILES_ROOT_SETTINGS
+from camserve.quality.scenes import Scene
 from tests.harness.labelstudio_checks import Expected, check_prediction
 from tests.harness.labelstudio_client import LabelStudio
 from tests.harness.labelstudio_servers import REPO_ROOT, BasicAuth, E2EError
@@ -129,7 +129,7 @@ def _camserve(work_dir: Path, files_root: Path, *arguments: str) -> None:
         env.pop(name, None)
     env["LOCAL_FILES_DOCUMENT_ROOT"] = str(files_root)
     done = subprocess.run(
-        [sys.executable, "-m", "app", *arguments],
+        [sys.executable, "-m", "camserve", *arguments],
         cwd=work_dir,
         env=env,
         stdin=subprocess.DEVNULL,

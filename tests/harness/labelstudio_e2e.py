@@ -1,7 +1,7 @@
 """camserve as the ML backend of a real Label Studio, end to end.
 
 Starts Label Studio (from its own virtual environment: its dependencies clash with camserve's)
-and camserve (``python -m app serve`` with the ``shapes`` demo model), both on 127.0.0.1 with
+and camserve (``python -m camserve serve`` with the ``shapes`` demo model), both on 127.0.0.1 with
 throw-away data folders and their output in log files. Then, through Label Studio's HTTP API:
 creates a project whose labeling config has RectangleLabels, PolygonLabels, BrushLabels and
 Choices on one image; adds two generated scenes, one uploaded into Label Studio (its task points
@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from app.quality.scenes import SHAPES, Scene, scene_at, square_settings
+from camserve.quality.scenes import SHAPES, Scene, scene_at, square_settings
 from tests.harness.labelstudio_checks import (
     Expected,
     backend_requests,

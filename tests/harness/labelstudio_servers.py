@@ -100,7 +100,7 @@ def start_camserve(
     model: str = "shapes",
     settings: Mapping[str, str] | None = None,
 ) -> ServerProcess:
-    """``python -m app serve`` with one model (the shapes model unless told otherwise) as the
+    """``python -m camserve serve`` with one model (the shapes model unless told otherwise) as the
     Label Studio backend's, fetching task images from Label Studio; ``settings`` adds to (or
     replaces) its environment."""
     env = _child_environment(

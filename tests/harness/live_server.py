@@ -5,7 +5,7 @@ connection), and stopped by its PID (SIGTERM, then SIGKILL).
 The one helper for this job: the integration tests, the benchmarks, the Label Studio
 end-to-end script and FiftyOne's mongod (``tests/harness/fiftyone_env.py``) all start their servers
 with it. ``start_camserve`` runs
-``python -m app serve``; ``start_server`` runs any command that takes the port.
+``python -m camserve serve``; ``start_server`` runs any command that takes the port.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def start_server(
 
 
 def camserve_command(port: int) -> list[str]:
-    return [sys.executable, "-m", "app", "serve", "--host", LOOPBACK, "--port", str(port)]
+    return [sys.executable, "-m", "camserve", "serve", "--host", LOOPBACK, "--port", str(port)]
 
 
 def camserve_environment(
@@ -222,7 +222,7 @@ def camserve_environment(
 
 
 def start_camserve(env: Mapping[str, str], work_dir: Path, name: str = "camserve") -> ServerProcess:
-    """``python -m app serve`` on 127.0.0.1 and a free port, configured by ``env``."""
+    """``python -m camserve serve`` on 127.0.0.1 and a free port, configured by ``env``."""
     return start_server(name, camserve_command, env, work_dir)
 
 

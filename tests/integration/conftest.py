@@ -1,4 +1,4 @@
-"""Fixtures of the integration tests: real servers started with ``python -m app serve``.
+"""Fixtures of the integration tests: real servers started with ``python -m camserve serve``.
 
 Starting a server costs a few seconds, so each module shares one server (module scope) across
 the tests its settings allow. A failing test's report carries the log of every server running

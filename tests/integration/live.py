@@ -1,4 +1,4 @@
-"""A real camserve server in a subprocess (``python -m app serve``, started with the shared
+"""A real camserve server in a subprocess (``python -m camserve serve``, started with the shared
 ``tests.harness.live_server`` helper), and ways to talk to it in tests.
 
 Every server listens on 127.0.0.1 only, writes its stdout and stderr to a log file (attached to
@@ -55,7 +55,7 @@ LiveServer = ServerProcess
 def start_process(
     models_dir: Path, work_dir: Path, settings: Mapping[str, object] | None = None
 ) -> LiveServer:
-    """Start ``python -m app serve`` on a free port without waiting for it."""
+    """Start ``python -m camserve serve`` on a free port without waiting for it."""
     env = camserve_environment(models_dir, settings, extra=server_environment())
     return start_camserve(env, work_dir, name="server")
 

@@ -13,10 +13,10 @@ import torch
 from safetensors.torch import save_file
 from torchvision.models import resnet18
 
-from app.engine.engine import CamEngine
-from app.engine.images.imaging import decode_image
-from app.engine.models.manifest import load_manifest
-from app.engine.models.registry import load_model
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.imaging import decode_image
+from camserve.engine.models.manifest import load_manifest
+from camserve.engine.models.registry import load_model
 from tests.engine.source_models import save_hf_folder, tiny_hf_vit
 from tests.integration.live import LiveServer, live_server
 from tests.support import image_bytes

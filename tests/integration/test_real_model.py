@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.engine.methods import METHODS
+from camserve.engine.methods import METHODS
 from tests.integration.live import LiveServer, live_server
 
 ROOT = Path(__file__).resolve().parents[2]
-PHOTOS = ROOT / "app" / "web" / "static" / "samples" / "photos"
+PHOTOS = ROOT / "app" / "camserve" / "web" / "static" / "samples" / "photos"
 MODEL = "efficientnet_lite0"
 
 EXPECTED_TOP1 = {

@@ -1,4 +1,4 @@
-"""Explanation reports on real servers (``python -m app serve`` on 127.0.0.1): short requests
+"""Explanation reports on real servers (``python -m camserve serve`` on 127.0.0.1): short requests
 are answered while the shipped ``shapes`` model's report is computed beside them, and a second
 server on the same report folder finds the report on disk and computes nothing."""
 
@@ -15,7 +15,7 @@ import pytest
 from tests.integration.live import LiveServer, live_server, poll_until
 from tests.support import SHIPPED_MODELS
 
-SAMPLE = Path(__file__).resolve().parents[2] / "app" / "web" / "static" / "samples" / "shapes"
+SAMPLE = Path(__file__).resolve().parents[2] / "app" / "camserve" / "web" / "static" / "samples" / "shapes"
 REPORT_LIMIT_S = 120.0
 SHORT_REQUESTS = 12
 SHORT_LIMIT_S = 2.0

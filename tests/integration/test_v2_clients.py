@@ -21,7 +21,7 @@ import pytest
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
-from app import __version__
+from camserve import __version__
 from tests.integration.live import LiveServer, live_server
 from tests.support import image_bytes
 from tests.v2_answers import assert_same_tensors, v1_as_tensors

@@ -8,14 +8,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.labeling.bounded_reads import (
+from camserve.labeling.bounded_reads import (
     decode_data_uri,
     describe_url,
     inside_root,
     read_limited_file,
 )
-from app.labeling.task_image_errors import ImageReferenceRefusedError
-from app.serving.errors import PayloadTooLargeError
+from camserve.labeling.task_image_errors import ImageReferenceRefusedError
+from camserve.serving.errors import PayloadTooLargeError
 
 DATA = bytes(range(256)) * 4
 

@@ -12,9 +12,9 @@ import pytest
 import torchvision
 import yaml
 
-from app.engine.models.manifest import ModelSpec
-from app.engine.models.registry import model_labels
-from app.labeling.cvat import (
+from camserve.engine.models.manifest import ModelSpec
+from camserve.engine.models.registry import model_labels
+from camserve.labeling.cvat import (
     DEFAULT_NETWORK,
     DEFAULT_URL,
     SHAPE_TYPES,

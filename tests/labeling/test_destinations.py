@@ -8,8 +8,8 @@ import ipaddress
 import pytest
 from pydantic import ValidationError
 
-from app.config import Settings
-from app.labeling.destinations import (
+from camserve.config import Settings
+from camserve.labeling.destinations import (
     AllowRule,
     DestinationPolicy,
     non_public_class,

@@ -19,15 +19,15 @@ import pytest
 import torch
 from numpy.typing import NDArray
 
-from app.engine.detection_maps import DEFAULT_SCORE_THRESHOLD, explain_detections
-from app.engine.engine import CamEngine
-from app.engine.images.image_files import find_images
-from app.engine.images.imaging import decode_image
-from app.engine.models.dense import LoadedDenseModel, load_dense_model
-from app.engine.models.segmenters import SegmentationScores, segment
-from app.labeling.fiftyone_dense import export_dense_images, segmenter_engine
-from app.labeling.fiftyone_export import CamFieldOptions
-from app.serving.served_models import find_spec
+from camserve.engine.detection_maps import DEFAULT_SCORE_THRESHOLD, explain_detections
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.image_files import find_images
+from camserve.engine.images.imaging import decode_image
+from camserve.engine.models.dense import LoadedDenseModel, load_dense_model
+from camserve.engine.models.segmenters import SegmentationScores, segment
+from camserve.labeling.fiftyone_dense import export_dense_images, segmenter_engine
+from camserve.labeling.fiftyone_export import CamFieldOptions
+from camserve.serving.served_models import find_spec
 from tests.dense_matching import assert_decisive, assert_same_detections
 from tests.harness.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from app.engine.errors import CamserveError, UnknownMethodError
-from app.labeling.fiftyone_documents import (
+from camserve.engine.errors import CamserveError, UnknownMethodError
+from camserve.labeling.fiftyone_documents import (
     CamFieldOptions,
     boxes_field,
     heatmap_field,

@@ -17,20 +17,20 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.engine.engine import CamEngine
-from app.engine.errors import CamserveError
-from app.engine.images.image_files import InputFile, find_images
-from app.engine.images.imaging import decode_image
-from app.engine.images.regions import Threshold, find_regions
-from app.engine.models.registry import load_model
-from app.labeling.fiftyone_export import (
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import CamserveError
+from camserve.engine.images.image_files import InputFile, find_images
+from camserve.engine.images.imaging import decode_image
+from camserve.engine.images.regions import Threshold, find_regions
+from camserve.engine.models.registry import load_model
+from camserve.labeling.fiftyone_export import (
     HEATMAP_RANGE,
     CamFieldOptions,
     ExportSummary,
     add_cam_fields,
     export_images,
 )
-from app.serving.served_models import find_spec
+from camserve.serving.served_models import find_spec
 from tests.support import TINY_LABELS, write_image_folder, write_test_models
 
 FIELD_TYPE = "fiftyone.core.fields.EmbeddedDocumentField(fiftyone.core.labels.{})"
@@ -307,12 +307,12 @@ def test_fiftyone_is_imported_only_when_labels_are_made(
 ) -> None:
     for name in [name for name in sys.modules if name.split(".", maxsplit=1)[0] == "fiftyone"]:
         monkeypatch.delitem(sys.modules, name)
-    package = importlib.import_module("app.labeling")
+    package = importlib.import_module("camserve.labeling")
     monkeypatch.setattr(package, "fiftyone_export", package.fiftyone_export)  # restored after
-    monkeypatch.delitem(sys.modules, "app.labeling.fiftyone_export")
+    monkeypatch.delitem(sys.modules, "camserve.labeling.fiftyone_export")
     hide = HideFiftyOne()
     monkeypatch.setattr(sys, "meta_path", [hide, *sys.meta_path])
-    module = importlib.import_module("app.labeling.fiftyone_export")
+    module = importlib.import_module("camserve.labeling.fiftyone_export")
     assert hide.attempts == []
     with pytest.raises(module.FiftyOneMissingError, match="pip install fiftyone"):
         module.fiftyone_labels()

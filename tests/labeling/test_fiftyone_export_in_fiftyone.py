@@ -11,13 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.engine.engine import CamEngine
-from app.engine.images.image_files import find_images
-from app.engine.images.imaging import decode_image
-from app.engine.images.regions import parse_threshold
-from app.engine.models.registry import load_model
-from app.labeling.fiftyone_export import CamFieldOptions, export_images, heatmap_path
-from app.serving.served_models import find_spec
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.image_files import find_images
+from camserve.engine.images.imaging import decode_image
+from camserve.engine.images.regions import parse_threshold
+from camserve.engine.models.registry import load_model
+from camserve.labeling.fiftyone_export import CamFieldOptions, export_images, heatmap_path
+from camserve.serving.served_models import find_spec
 from tests.harness.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import (
     assert_loaded_as_written,

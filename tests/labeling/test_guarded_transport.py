@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
-from app.labeling.destinations import DestinationPolicy
-from app.labeling.guarded_transport import DestinationGuard, DestinationRefusedError
-from app.labeling.task_images import (
+from camserve.labeling.destinations import DestinationPolicy
+from camserve.labeling.guarded_transport import DestinationGuard, DestinationRefusedError
+from camserve.labeling.task_images import (
     ImageDestinationRefusedError,
     ImageFetchFailedError,
     ImageSourceConfig,

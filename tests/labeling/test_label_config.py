@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.labeling.label_config import LabelConfigError, parse_label_config
+from camserve.labeling.label_config import LabelConfigError, parse_label_config
 
 CONFIG = """
 <View>

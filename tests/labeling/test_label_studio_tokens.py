@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.labeling.label_studio_tokens import jwt_claims, token_kind
+from camserve.labeling.label_studio_tokens import jwt_claims, token_kind
 
 
 def segment(document: object) -> str:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from label_studio_sdk.converter.brush import decode_rle
 
-from app.engine.images.regions import Region, find_regions
-from app.labeling.label_config import LabelControl
-from app.labeling.labelstudio_results import control_results
+from camserve.engine.images.regions import Region, find_regions
+from camserve.labeling.label_config import LabelControl
+from camserve.labeling.labelstudio_results import control_results
 
 WIDTH, HEIGHT = 40, 20
 

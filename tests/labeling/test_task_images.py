@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from app.labeling.task_images import (
+from camserve.labeling.task_images import (
     MAX_REDIRECTS,
     ImageDestinationRefusedError,
     ImageFetchFailedError,
@@ -22,7 +22,7 @@ from app.labeling.task_images import (
     ImageSourceConfig,
     TaskImageFetcher,
 )
-from app.serving.errors import PayloadTooLargeError
+from camserve.serving.errors import PayloadTooLargeError
 from tests.integration.live import free_port
 from tests.labeling.fake_network import Resolver
 from tests.labeling.image_hosts import (

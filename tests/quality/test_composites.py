@@ -5,7 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from app.quality.composites import BACKGROUNDS, CANVASES, OBJECTS, composite_at, composites
+from camserve.quality.composites import BACKGROUNDS, CANVASES, OBJECTS, composite_at, composites
 
 
 def test_a_composite_is_the_same_image_whatever_the_order() -> None:

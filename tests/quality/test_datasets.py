@@ -10,7 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
-from app.quality.datasets import (
+from camserve.quality.datasets import (
     Annotation,
     DatasetError,
     read_boxes,
@@ -19,7 +19,7 @@ from app.quality.datasets import (
     samples_from_folder,
     samples_from_scenes,
 )
-from app.quality.scenes import HELD_OUT_SCENES, SHAPES, scene_at
+from camserve.quality.scenes import HELD_OUT_SCENES, SHAPES, scene_at
 
 CLASSES = ["red", "green", "blue"]
 

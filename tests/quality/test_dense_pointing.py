@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.engine import CamEngine
-from app.engine.models.dense import LoadedDenseModel, load_dense_model
-from app.quality.dense_pointing import detector_pointing, segmenter_pointing
-from app.quality.object_scenes import HELD_OUT_OBJECT_SCENES, object_scenes
-from app.serving.served_models import find_spec
+from camserve.engine.engine import CamEngine
+from camserve.engine.models.dense import LoadedDenseModel, load_dense_model
+from camserve.quality.dense_pointing import detector_pointing, segmenter_pointing
+from camserve.quality.object_scenes import HELD_OUT_OBJECT_SCENES, object_scenes
+from camserve.serving.served_models import find_spec
 from tests.support import SHIPPED_MODELS
 
 SCENES = list(object_scenes(1, 15, HELD_OUT_OBJECT_SCENES))

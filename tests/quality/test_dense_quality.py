@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from app.quality.dense_quality import average_precision, evaluate_detector, evaluate_segmenter
-from app.quality.dense_training import SEGMENTER_INPUT, segmenter_batch
-from app.quality.object_scenes import DENSE_LABELS, ObjectScene, object_scenes
+from camserve.quality.dense_quality import average_precision, evaluate_detector, evaluate_segmenter
+from camserve.quality.dense_training import SEGMENTER_INPUT, segmenter_batch
+from camserve.quality.object_scenes import DENSE_LABELS, ObjectScene, object_scenes
 
 
 def test_average_precision_is_the_area_under_the_monotone_curve() -> None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from app.engine.models.shapes_dense import ShapesSegmenter
-from app.quality.dense_training import (
+from camserve.engine.models.shapes_dense import ShapesSegmenter
+from camserve.quality.dense_training import (
     DenseTrainingConfig,
     segmenter_batch,
     train_segmenter,
     training_scene,
 )
-from app.quality.object_scenes import DENSE_LABELS
+from camserve.quality.object_scenes import DENSE_LABELS
 from tests.support import SHIPPED_MODELS
 from tests.tolerances import NETWORK, assert_identical, float32_approx
 

@@ -8,20 +8,20 @@ import numpy as np
 import pytest
 import torch
 
-from app.engine.engine import CamEngine
-from app.engine.errors import MethodNotApplicableError
-from app.engine.images.preprocess import Preprocessing
-from app.engine.images.resize_policy import ResizePolicy
-from app.quality.datasets import (
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import MethodNotApplicableError
+from camserve.engine.images.preprocess import Preprocessing
+from camserve.engine.images.resize_policy import ResizePolicy
+from camserve.quality.datasets import (
     EvalSample,
     samples_from_scenes,
 )
-from app.quality.evaluate import (
+from camserve.quality.evaluate import (
     NotApplicable,
     evaluate,
 )
-from app.quality.metrics import best_threshold_iou, localization_iou, pointing_game_hit
-from app.quality.scenes import HELD_OUT_SCENES, square_settings
+from camserve.quality.metrics import best_threshold_iou, localization_iou, pointing_game_hit
+from camserve.quality.scenes import HELD_OUT_SCENES, square_settings
 from tests.engine.models_for_tests import SmallConvNet, TinyGapNet
 
 CLASSES = ["red", "green", "blue"]

@@ -11,14 +11,14 @@ import numpy.typing as npt
 import pytest
 import torch
 
-from app.quality.faithfulness import (
+from camserve.quality.faithfulness import (
     area_under_curve,
     average_drop_and_increase,
     deletion_curve,
     explanation_masked,
     insertion_curve,
 )
-from app.quality.metrics import Box
+from camserve.quality.metrics import Box
 from tests.tolerances import assert_float32_close
 
 # --------------------------------------------------------------------------- helpers

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import numpy as np
 
-from app.quality.foreign_object_scenes import (
+from camserve.quality.foreign_object_scenes import (
     FOREIGN_OBJECTS,
     foreign_object_scene,
     foreign_object_scenes,
 )
-from app.quality.foreign_scenes import PHOTOS
-from app.quality.object_scenes import DENSE_LABELS
-from app.quality.textures import TRAINING_PHOTOS
+from camserve.quality.foreign_scenes import PHOTOS
+from camserve.quality.object_scenes import DENSE_LABELS
+from camserve.quality.textures import TRAINING_PHOTOS
 
-QUALITY = Path(__file__).resolve().parents[2] / "app" / "quality"
+QUALITY = Path(__file__).resolve().parents[2] / "app" / "camserve" / "quality"
 DENSE_TRAINING_SIDE = (
     "dense_training.py", "object_scenes.py", "scenes.py", "textures.py", "target_styles.py"
 )  # fmt: skip

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from app.quality.foreign_scenes import ASPECTS, foreign_scene, foreign_scenes
-from app.quality.scenes import SHAPES
+from camserve.quality.foreign_scenes import ASPECTS, foreign_scene, foreign_scenes
+from camserve.quality.scenes import SHAPES
 
-QUALITY = Path(__file__).resolve().parents[2] / "app" / "quality"
+QUALITY = Path(__file__).resolve().parents[2] / "app" / "camserve" / "quality"
 TRAINING_SIDE = ("scenes.py", "textures.py", "target_styles.py", "training.py")
 
 

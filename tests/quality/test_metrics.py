@@ -7,7 +7,7 @@ import numpy.typing as npt
 import pytest
 import torch
 
-from app.quality.metrics import (
+from camserve.quality.metrics import (
     DEFAULT_THRESHOLDS,
     Box,
     best_threshold_iou,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.quality.dense_training import training_scene
-from app.quality.object_scenes import (
+from camserve.quality.dense_training import training_scene
+from camserve.quality.object_scenes import (
     DENSE_LABELS,
     HELD_OUT_OBJECT_SCENES,
     TRAINING_OBJECT_SCENES,
@@ -14,7 +14,7 @@ from app.quality.object_scenes import (
     object_scene_at,
     object_scenes,
 )
-from app.quality.scenes import SHAPES
+from camserve.quality.scenes import SHAPES
 
 
 def test_a_seed_and_index_always_give_the_same_scene() -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.fusion import FUSED_LAYER
-from app.quality.composites import composites
-from app.quality.pointing import StudyTally, study_composites
-from app.quality.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
+from camserve.engine.fusion import FUSED_LAYER
+from camserve.quality.composites import composites
+from camserve.quality.pointing import StudyTally, study_composites
+from camserve.quality.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
 from tests.harness.cam_peers import peer_map
 
 COMPOSITES = 30

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from app.quality.evaluate import (
+from camserve.quality.evaluate import (
     MethodScores,
 )
-from app.quality.report import (
+from camserve.quality.report import (
     REPORT_COLUMNS,
     markdown_table,
     write_report,

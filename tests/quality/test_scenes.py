@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from app.quality.scenes import (
+from camserve.quality.scenes import (
     HELD_OUT_SCENES,
     HUE_BAND,
     SHAPES,

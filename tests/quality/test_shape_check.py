@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from app.quality.scenes import HELD_OUT_SCENES, SHAPES, scenes
-from app.quality.shape_check import ShapeCheck, check_shapes, main, shapes_engine
+from camserve.quality.scenes import HELD_OUT_SCENES, SHAPES, scenes
+from camserve.quality.shape_check import ShapeCheck, check_shapes, main, shapes_engine
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 

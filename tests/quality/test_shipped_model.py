@@ -11,20 +11,20 @@ from pathlib import Path
 
 import torch
 
-from app.engine.engine import CamEngine
-from app.engine.images.imaging import decode_image
-from app.engine.images.resize_policy import ResizePolicy
-from app.engine.models.registry import LoadedModel, load_model
-from app.quality.foreign_scenes import foreign_scenes
-from app.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, SceneSettings, scenes
-from app.quality.shape_check import check_shapes
-from app.quality.training import HELD_OUT_SEED, TRAIN_SEED, evaluate_accuracy
-from app.serving.served_models import find_spec
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.imaging import decode_image
+from camserve.engine.images.resize_policy import ResizePolicy
+from camserve.engine.models.registry import LoadedModel, load_model
+from camserve.quality.foreign_scenes import foreign_scenes
+from camserve.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, SceneSettings, scenes
+from camserve.quality.shape_check import check_shapes
+from camserve.quality.training import HELD_OUT_SEED, TRAIN_SEED, evaluate_accuracy
+from camserve.serving.served_models import find_spec
 from scripts.assets.make_samples import LEAST_PROBABILITY, best_samples
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "models"
-SAMPLES = ROOT / "app" / "web" / "static" / "samples" / "shapes"
+SAMPLES = ROOT / "app" / "camserve" / "web" / "static" / "samples" / "shapes"
 FRESH_SEED = 7
 FOREIGN_SEED = 5
 """docs/quality.md measures seed 0 of the foreign generator; CI checks another seed."""

@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from app.quality.target_styles import paint, paint_target
+from camserve.quality.target_styles import paint, paint_target
 
 RED = np.array([255, 0, 0], np.float32)
 BLUE = np.array([0, 0, 255], np.float32)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.quality.textures import TEXTURE_PAINTERS
+from camserve.quality.textures import TEXTURE_PAINTERS
 
 COLOURS = [np.array(c, np.float32) for c in ((250, 10, 10), (10, 250, 10), (10, 10, 250))]
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import torch
 
-from app.engine.models.registry import load_model
-from app.engine.models.shapes_net import ShapesNet
-from app.quality.scenes import SHAPES, TRAINING_SCENES
-from app.quality.training import (
+from camserve.engine.models.registry import load_model
+from camserve.engine.models.shapes_net import ShapesNet
+from camserve.quality.scenes import SHAPES, TRAINING_SCENES
+from camserve.quality.training import (
     DEMO_RESIZE,
     TRAIN_SEED,
     SceneDataset,
@@ -18,7 +18,7 @@ from app.quality.training import (
     train_demo,
     write_demo_model,
 )
-from app.serving.served_models import find_spec
+from camserve.serving.served_models import find_spec
 
 
 def test_a_short_run_trains_every_phase_and_writes_a_loadable_model(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from app.serving.answer_cache import (
+from camserve.serving.answer_cache import (
     ENTRY_OVERHEAD_BYTES,
     AnswerCache,
     AnswerKey,
@@ -14,7 +14,7 @@ from app.serving.answer_cache import (
     answer_key,
     image_digest,
 )
-from app.serving.prometheus import Metrics
+from camserve.serving.prometheus import Metrics
 from tests.harness.live_server import MetricsSnapshot
 
 IMAGE = image_digest(b"\x89PNG image bytes")

@@ -1,4 +1,4 @@
-"""The store of asynchronous jobs (app/serving/async_jobs.py): bounded in number, answers kept
+"""The store of asynchronous jobs (app/camserve/serving/async_jobs.py): bounded in number, answers kept
 for a limited time, each job its owner's only."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from app.serving.async_jobs import AsyncJobs, FinishedAnswer
-from app.serving.errors import TooManyJobsError, UnknownJobError
+from camserve.serving.async_jobs import AsyncJobs, FinishedAnswer
+from camserve.serving.errors import TooManyJobsError, UnknownJobError
 
 DONE = FinishedAnswer(200, b"{}", "application/json")
 

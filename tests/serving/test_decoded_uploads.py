@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from app.engine.images.imaging import DecodedImage
-from app.serving.decoded_uploads import ENTRY_OVERHEAD_BYTES, DecodedUpload, DecodedUploads
+from camserve.engine.images.imaging import DecodedImage
+from camserve.serving.decoded_uploads import ENTRY_OVERHEAD_BYTES, DecodedUpload, DecodedUploads
 
 
 def upload(side: int, value: int = 0) -> DecodedUpload:

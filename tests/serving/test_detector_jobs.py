@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from app.engine.detection_maps import explain_detections
-from app.engine.images.render import RenderOptions
-from app.engine.models.dense import load_dense_model
-from app.serving.detector_jobs import DetectorExplainer, detector_methods, draw_box
-from app.serving.jobs import BatchKey, DetectionOptions, Job
-from app.serving.served_models import find_spec
+from camserve.engine.detection_maps import explain_detections
+from camserve.engine.images.render import RenderOptions
+from camserve.engine.models.dense import load_dense_model
+from camserve.serving.detector_jobs import DetectorExplainer, detector_methods, draw_box
+from camserve.serving.jobs import BatchKey, DetectionOptions, Job
+from camserve.serving.served_models import find_spec
 from tests.dense_matching import assert_decisive, assert_same_detections
 from tests.support import scene_pixels, write_dense_models
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.api.errors import status_for
-from app.engine import errors as engine_errors
-from app.serving import errors as service_errors
+from camserve.api.errors import status_for
+from camserve.engine import errors as engine_errors
+from camserve.serving import errors as service_errors
 
 STATUS_BY_ERROR = {
     service_errors.UnauthorizedError: 401,

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from app.config import default_caller_share
-from app.serving.errors import QueueFullError
-from app.serving.fair_queue import FairQueue
-from app.serving.jobs import Job
+from camserve.config import default_caller_share
+from camserve.serving.errors import QueueFullError
+from camserve.serving.fair_queue import FairQueue
+from camserve.serving.jobs import Job
 from tests.serving.test_worker import SMALL, make_job, make_worker, run
 
 

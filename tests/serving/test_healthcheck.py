@@ -1,4 +1,4 @@
-"""``python -m app.serving.healthcheck``: 0 when ``/readyz`` answers 200, 1 otherwise."""
+"""``python -m camserve.serving.healthcheck``: 0 when ``/readyz`` answers 200, 1 otherwise."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from app.serving.healthcheck import check, main
+from camserve.serving.healthcheck import check, main
 from tests.harness.live_server import LOOPBACK, free_port
 
 

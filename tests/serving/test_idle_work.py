@@ -11,8 +11,8 @@ from concurrent.futures import CancelledError, Future
 
 import pytest
 
-from app.serving.idle_work import IdleWork
-from app.serving.live_versions import LiveVersion
+from camserve.serving.idle_work import IdleWork
+from camserve.serving.live_versions import LiveVersion
 from tests.serving.test_worker import (
     SMALL,
     WAIT_LIMIT_S,

@@ -6,9 +6,9 @@ import pytest
 import torch
 import torchvision
 
-from app.engine.engine import CamEngine
-from app.serving.kept_passes import KeptPass, kept_from, prior_for, stacked
-from app.serving.pass_store import PassStore, pixels_digest
+from camserve.engine.engine import CamEngine
+from camserve.serving.kept_passes import KeptPass, kept_from, prior_for, stacked
+from camserve.serving.pass_store import PassStore, pixels_digest
 
 METHODS = ["gradcam", "gradcam++", "layercam", "eigencam", "scorecam"]
 

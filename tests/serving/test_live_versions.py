@@ -13,11 +13,11 @@ from collections.abc import Callable
 import pytest
 from torch import Tensor
 
-from app.engine.engine import CamEngine
-from app.engine.errors import UnknownModelError
-from app.serving.errors import ModelUnavailableError
-from app.serving.served_model import ServedModel
-from app.serving.worker import BatchingWorker, BatchKey, Job, JobResult, LiveVersion
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import UnknownModelError
+from camserve.serving.errors import ModelUnavailableError
+from camserve.serving.served_model import ServedModel
+from camserve.serving.worker import BatchingWorker, BatchKey, Job, JobResult, LiveVersion
 from tests.engine.models_for_tests import SmallConvNet
 from tests.serving.test_worker import (
     WAIT_LIMIT_S,

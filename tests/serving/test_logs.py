@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.serving.logs import REQUEST_ID, configure_logging
+from camserve.serving.logs import REQUEST_ID, configure_logging
 
 
 @pytest.fixture

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from app.config import Settings
-from app.engine.errors import UnknownModelError
-from app.serving.answer_cache import CachedAnswer, answer_key, image_digest
-from app.serving.errors import ModelControlError, ModelLoadError, ModelUnavailableError
-from app.serving.model_repository import RepositoryEntry
-from app.serving.runtime import build_service
-from app.serving.service import Service
+from camserve.config import Settings
+from camserve.engine.errors import UnknownModelError
+from camserve.serving.answer_cache import CachedAnswer, answer_key, image_digest
+from camserve.serving.errors import ModelControlError, ModelLoadError, ModelUnavailableError
+from camserve.serving.model_repository import RepositoryEntry
+from camserve.serving.runtime import build_service
+from camserve.serving.service import Service
 from tests.model_folders import write_checkpoint, write_manifest, write_whole
 from tests.threads import torch_threads_for_servers
 
@@ -198,7 +198,7 @@ def test_poll_follows_manifests_added_changed_and_removed(folder: Path) -> None:
 def test_poll_keeps_the_served_version_when_a_manifest_breaks(
     folder: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="app.serving.model_control")
+    caplog.set_level(logging.INFO, logger="camserve.serving.model_control")
     with running(folder, model_control="poll") as service:
         first = settled_version(service, "m")
         write_manifest(folder, "m", "missing.pt")

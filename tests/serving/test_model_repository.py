@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.serving.model_repository import RepositoryEntry, read_folder, repository_index
-from app.serving.model_versions import ModelVersions
-from app.serving.served_model import ServedModel
-from app.serving.served_models import HubSnapshot, LoadState
+from camserve.serving.model_repository import RepositoryEntry, read_folder, repository_index
+from camserve.serving.model_versions import ModelVersions
+from camserve.serving.served_model import ServedModel
+from camserve.serving.served_models import HubSnapshot, LoadState
 from tests.model_folders import write_manifest, write_whole
 
 

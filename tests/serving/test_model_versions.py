@@ -7,8 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
-from app.engine.models.manifest import load_manifest
-from app.serving.model_versions import ModelVersions
+from camserve.engine.models.manifest import load_manifest
+from camserve.serving.model_versions import ModelVersions
 from tests.model_folders import manifest_text, write_checkpoint, write_manifest, write_whole
 
 

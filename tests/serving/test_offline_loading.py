@@ -22,12 +22,12 @@ import torchvision
 from fastapi.testclient import TestClient
 from safetensors.torch import save_file
 
-from app.api.application import create_app
-from app.engine.errors import WeightsUnavailableError
-from app.engine.models.manifest import load_manifest
-from app.engine.models.weights import cached_weights_path, fetch_advice
-from app.serving.offline_loading import DOWNLOADS_OFF, require_local_weights
-from app.serving.served_models import ModelHub, find_spec
+from camserve.api.application import create_app
+from camserve.engine.errors import WeightsUnavailableError
+from camserve.engine.models.manifest import load_manifest
+from camserve.engine.models.weights import cached_weights_path, fetch_advice
+from camserve.serving.offline_loading import DOWNLOADS_OFF, require_local_weights
+from camserve.serving.served_models import ModelHub, find_spec
 from tests.api.helpers import assert_error, make_settings, post_image, wait_ready
 from tests.engine.source_models import save_hf_folder, tiny_hf_resnet
 

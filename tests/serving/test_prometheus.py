@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.serving.prometheus import Metrics
+from camserve.serving.prometheus import Metrics
 from tests.harness.live_server import MetricsSnapshot
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.serving.prometheus import Metrics
+from camserve.serving.prometheus import Metrics
 
 
 def samples(text: bytes) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

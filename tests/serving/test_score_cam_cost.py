@@ -1,13 +1,13 @@
-"""Score-CAM's cost, known before any work (app/serving/score_cam_cost.py)."""
+"""Score-CAM's cost, known before any work (app/camserve/serving/score_cam_cost.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from app.engine.engine import CamEngine
-from app.engine.score_cam import PassClock
-from app.serving.score_cam_cost import ScoreCamCost, measure_score_cam_cost
+from camserve.engine.engine import CamEngine
+from camserve.engine.score_cam import PassClock
+from camserve.serving.score_cam_cost import ScoreCamCost, measure_score_cam_cost
 from tests.engine.models_for_tests import SmallConvNet
 
 COST = ScoreCamCost(

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from app.config import Settings
-from app.engine.errors import InvalidTargetError, ManifestError, UnknownModelError
-from app.serving.errors import ModelUnavailableError, NotReadyError
-from app.serving.served_models import LoadState, ModelHub, find_spec, select_specs
+from camserve.config import Settings
+from camserve.engine.errors import InvalidTargetError, ManifestError, UnknownModelError
+from camserve.serving.errors import ModelUnavailableError, NotReadyError
+from camserve.serving.served_models import LoadState, ModelHub, find_spec, select_specs
 
 
 def write_manifests(folder: Path) -> Path:

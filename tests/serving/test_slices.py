@@ -11,13 +11,13 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 
-from app.engine.engine import CamEngine
-from app.engine.hooks import count_hooks
-from app.engine.score_cam import MaskedPasses
-from app.serving.errors import DeadlineExceededError
-from app.serving.prometheus import Metrics
-from app.serving.slices import MOST_LONG_SLOWDOWN, Pause, Slicer
-from app.serving.worker import BatchingWorker, BatchKey, JobResult
+from camserve.engine.engine import CamEngine
+from camserve.engine.hooks import count_hooks
+from camserve.engine.score_cam import MaskedPasses
+from camserve.serving.errors import DeadlineExceededError
+from camserve.serving.prometheus import Metrics
+from camserve.serving.slices import MOST_LONG_SLOWDOWN, Pause, Slicer
+from camserve.serving.worker import BatchingWorker, BatchKey, JobResult
 from tests.serving.test_worker import (
     SMALL,
     WAIT_LIMIT_S,

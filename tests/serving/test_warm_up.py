@@ -1,15 +1,15 @@
-"""A classifier's warm-up (app/serving/warm_up.py)."""
+"""A classifier's warm-up (app/camserve/serving/warm_up.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from app.engine.engine import CamEngine
-from app.engine.errors import UnknownLayerError
-from app.engine.flat_gradients import PROBE_IMAGES
-from app.engine.hooks import count_hooks
-from app.serving.warm_up import warm_up
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import UnknownLayerError
+from camserve.engine.flat_gradients import PROBE_IMAGES
+from camserve.engine.hooks import count_hooks
+from camserve.serving.warm_up import warm_up
 from tests.engine.models_for_tests import ReluGapNet, RoundingNet
 
 
@@ -37,7 +37,7 @@ def test_warm_up_keeps_a_model_whose_default_layer_never_has_a_gradient(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     engine = CamEngine(RoundingNet(), "features", device="cpu")
-    with caplog.at_level("WARNING", logger="app.serving.warm_up"):
+    with caplog.at_level("WARNING", logger="camserve.serving.warm_up"):
         warm_up(engine)
     assert "gradient methods on the default layer will be refused" in caplog.text
     assert "'features'" in caplog.text

@@ -13,14 +13,14 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.engine.engine import BatchExplanation, CamEngine
-from app.engine.errors import MethodNotApplicableError, UnknownModelError
-from app.engine.hooks import count_hooks
-from app.engine.images.preprocess import Preprocessing
-from app.engine.images.render import render
-from app.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
-from app.serving.prometheus import Metrics
-from app.serving.worker import (
+from camserve.engine.engine import BatchExplanation, CamEngine
+from camserve.engine.errors import MethodNotApplicableError, UnknownModelError
+from camserve.engine.hooks import count_hooks
+from camserve.engine.images.preprocess import Preprocessing
+from camserve.engine.images.render import render
+from camserve.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
+from camserve.serving.prometheus import Metrics
+from camserve.serving.worker import (
     PREDICTIONS,
     BatchingWorker,
     BatchKey,

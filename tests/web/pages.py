@@ -30,7 +30,7 @@ from playwright.sync_api import (
     expect,
 )
 
-from app.engine.images.colormaps import colormap_table
+from camserve.engine.images.colormaps import colormap_table
 from tests.integration.live import LiveServer
 
 __all__ = [

@@ -18,7 +18,7 @@ import pytest
 from numpy.typing import NDArray
 from playwright.sync_api import FloatRect, expect
 
-from app.web.routes import SAMPLE_PREFIX, SAMPLES_DIR
+from camserve.web.routes import SAMPLE_PREFIX, SAMPLES_DIR
 from tests.integration.live import LiveServer
 from tests.support import image_bytes
 from tests.web.pages import (

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from app.web.routes import SAMPLE_PREFIX, SAMPLES_DIR
+from camserve.web.routes import SAMPLE_PREFIX, SAMPLES_DIR
 from tests.integration.live import LiveServer, live_server
 from tests.support import SHIPPED_MODELS, write_test_models
 from tests.web.page_texts import shown_percent

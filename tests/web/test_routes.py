@@ -15,9 +15,9 @@ import torch
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from app.engine.images.colormaps import COLORMAPS, colormap_table
-from app.web import routes
-from app.web.routes import (
+from camserve.engine.images.colormaps import COLORMAPS, colormap_table
+from camserve.web import routes
+from camserve.web.routes import (
     COLORMAPS_PATH,
     SAMPLE_PREFIX,
     SAMPLES_DIR,
@@ -189,7 +189,7 @@ def test_only_the_static_files_are_reachable(client: TestClient) -> None:
 
 def test_the_static_files_are_installed_with_the_package() -> None:
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    patterns = setuptools["package-data"]["app.web"]
+    patterns = setuptools["package-data"]["camserve.web"]
     for path in (path for path in STATIC_DIR.rglob("*") if path.is_file()):
         relative = path.relative_to(STATIC_DIR.parent).as_posix()
         assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), relative

@@ -1,4 +1,4 @@
-"""Tests for app.engine.images.imaging: decoding uploads to RGB tensors and encoding results.
+"""Tests for camserve.engine.images.imaging: decoding uploads to RGB tensors and encoding results.
 
 Every image is generated here, in memory. The suite turns warnings into errors, so a Pillow
 ``DecompressionBombWarning`` (or any other warning) escaping ``decode_image`` fails the test.
@@ -17,14 +17,14 @@ import torch
 from numpy.typing import NDArray
 from PIL import ExifTags, Image, ImageFile
 
-from app.engine.errors import (
+from camserve.engine.errors import (
     ImageError,
     NotAnImageError,
     TooManyPixelsError,
     TruncatedImageError,
     UnsupportedImageModeError,
 )
-from app.engine.images.imaging import (
+from camserve.engine.images.imaging import (
     DEFAULT_MAX_PIXELS,
     IMAGE_FORMATS,
     MEDIA_TYPES,

@@ -1,4 +1,4 @@
-"""Tests for app.engine.images.jpeg_structure: a JPEG cut short against bytes that only start
+"""Tests for camserve.engine.images.jpeg_structure: a JPEG cut short against bytes that only start
 like one."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.engine.images.jpeg_structure import JpegHeader, read_jpeg_header, starts_like_jpeg
+from camserve.engine.images.jpeg_structure import JpegHeader, read_jpeg_header, starts_like_jpeg
 
 
 def _jpeg() -> bytes:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.engine.images.png import encode_png
+from camserve.engine.images.png import encode_png
 
 SIZES = [(1, 1), (1, 17), (13, 1), (37, 53), (480, 640)]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.errors import ExplanationError
-from app.engine.images.regions import Threshold, find_regions, parse_threshold, threshold_map
+from camserve.engine.errors import ExplanationError
+from camserve.engine.images.regions import Threshold, find_regions, parse_threshold, threshold_map
 
 
 def two_blobs() -> np.ndarray:

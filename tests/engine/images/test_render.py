@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from app.engine.errors import ExplanationError
-from app.engine.images.colormaps import COLORMAPS, colormap_table
-from app.engine.images.render import (
+from camserve.engine.errors import ExplanationError
+from camserve.engine.images.colormaps import COLORMAPS, colormap_table
+from camserve.engine.images.render import (
     RenderOptions,
     _blend_into,
     normalize_maps,

@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torchvision.transforms.v2 import functional as TF  # noqa: N812
 
-from app.engine.images.preprocess import Preprocessing
-from app.engine.images.render import render
-from app.engine.images.resize_policy import (
+from camserve.engine.images.preprocess import Preprocessing
+from camserve.engine.images.render import render
+from camserve.engine.images.resize_policy import (
     Placement,
     ResizePolicy,
     fit_to_input,

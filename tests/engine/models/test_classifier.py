@@ -12,11 +12,11 @@ import torch
 import torchvision
 from torch import Tensor, nn
 
-from app.engine.engine import CamEngine
-from app.engine.errors import MethodNotApplicableError
-from app.engine.hooks import count_hooks
-from app.engine.images.preprocess import Preprocessing
-from app.engine.models.tokens import logits_of
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import MethodNotApplicableError
+from camserve.engine.hooks import count_hooks
+from camserve.engine.images.preprocess import Preprocessing
+from camserve.engine.models.tokens import logits_of
 from tests.engine.source_models import tiny_hf_convnext
 from tests.tolerances import NETWORK, assert_float32_close
 

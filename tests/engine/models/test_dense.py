@@ -9,15 +9,15 @@ import torch
 import torchvision
 from pydantic import ValidationError
 
-from app.engine.errors import ManifestError, UnknownArchitectureError, UnknownLayerError
-from app.engine.models.dense import (
+from camserve.engine.errors import ManifestError, UnknownArchitectureError, UnknownLayerError
+from camserve.engine.models.dense import (
     DETECTORS,
     SEGMENTERS,
     load_dense_model,
 )
-from app.engine.models.manifest import ModelSpec
-from app.engine.models.registry import load_model
-from app.engine.models.segmenters import SegmentationScores
+from camserve.engine.models.manifest import ModelSpec
+from camserve.engine.models.registry import load_model
+from camserve.engine.models.segmenters import SegmentationScores
 
 __all__: list[str] = []
 

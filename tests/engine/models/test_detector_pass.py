@@ -14,8 +14,8 @@ from pytorch_grad_cam.utils.model_targets import FasterRCNNBoxScoreTarget
 from torch import Tensor, nn
 from torchvision.ops import box_iou
 
-from app.engine.errors import MethodNotApplicableError
-from app.engine.models.detector_pass import DetectorPass, box_score_gradients, run_detector
+from camserve.engine.errors import MethodNotApplicableError
+from camserve.engine.models.detector_pass import DetectorPass, box_score_gradients, run_detector
 from tests.dense_matching import assert_decisive, assert_same_detections
 from tests.engine.dense_models import detector, scene_images
 from tests.tolerances import NETWORK, assert_float32_close

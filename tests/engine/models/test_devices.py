@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.engine.models.devices import set_float32_precision
+from camserve.engine.models.devices import set_float32_precision
 
 
 @pytest.mark.parametrize(("tf32", "expected"), [(False, "ieee"), (True, "tf32")])

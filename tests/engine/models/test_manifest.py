@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.errors import ManifestError
-from app.engine.images.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
-from app.engine.images.resize_policy import ResizePolicy
-from app.engine.models.manifest import ModelSpec, load_manifest, load_manifests
+from camserve.engine.errors import ManifestError
+from camserve.engine.images.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
+from camserve.engine.images.resize_policy import ResizePolicy
+from camserve.engine.models.manifest import ModelSpec, load_manifest, load_manifests
 
 __all__: list[str] = []
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.engine.errors import CheckpointMismatchError, ManifestError, WeightsUnavailableError
-from app.engine.models.manifest import ModelSpec, imagenet_categories, load_manifest
-from app.engine.models.packaged import fit_keys, packaged_checkpoint, parse_packaged
-from app.engine.models.registry import build_model, load_model
-from app.engine.models.weights_status import weights_status
+from camserve.engine.errors import CheckpointMismatchError, ManifestError, WeightsUnavailableError
+from camserve.engine.models.manifest import ModelSpec, imagenet_categories, load_manifest
+from camserve.engine.models.packaged import fit_keys, packaged_checkpoint, parse_packaged
+from camserve.engine.models.registry import build_model, load_model
+from camserve.engine.models.weights_status import weights_status
 
 __all__: list[str] = []
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from app.engine.errors import UnknownArchitectureError, UnknownLayerError
-from app.engine.models.manifest import ModelSpec
-from app.engine.models.registry import (
+from camserve.engine.errors import UnknownArchitectureError, UnknownLayerError
+from camserve.engine.models.manifest import ModelSpec
+from camserve.engine.models.registry import (
     build_model,
     default_layer,
     load_model,

@@ -11,10 +11,10 @@ from pytorch_grad_cam import GradCAM
 from pytorch_grad_cam.utils.model_targets import SemanticSegmentationTarget
 from torch import Tensor, nn
 
-from app.engine.engine import CamEngine
-from app.engine.images.render import normalize_maps
-from app.engine.images.resize_policy import ResizePolicy, placement_for
-from app.engine.models.segmenters import (
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.render import normalize_maps
+from camserve.engine.images.resize_policy import ResizePolicy, placement_for
+from camserve.engine.models.segmenters import (
     SegmentationScores,
     background_last,
     class_areas,
@@ -23,7 +23,7 @@ from app.engine.models.segmenters import (
     region_mask,
     segment,
 )
-from app.quality.dense_training import SEGMENTER_INPUT, segmenter_batch
+from camserve.quality.dense_training import SEGMENTER_INPUT, segmenter_batch
 from tests.engine.dense_models import SEGMENTER_LAYER, segmenter
 from tests.support import held_out_scenes
 from tests.tolerances import NETWORK, assert_float32_close

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.errors import ManifestError, UnknownArchitectureError
-from app.engine.models.dense import load_dense_model
-from app.engine.models.segmenters import SegmentationScores
-from app.quality.dense_quality import evaluate_detector, evaluate_segmenter
-from app.quality.foreign_object_scenes import foreign_object_scenes
-from app.quality.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scenes
-from app.serving.served_models import find_spec
+from camserve.engine.errors import ManifestError, UnknownArchitectureError
+from camserve.engine.models.dense import load_dense_model
+from camserve.engine.models.segmenters import SegmentationScores
+from camserve.quality.dense_quality import evaluate_detector, evaluate_segmenter
+from camserve.quality.foreign_object_scenes import foreign_object_scenes
+from camserve.quality.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scenes
+from camserve.serving.served_models import find_spec
 from tests.support import SHIPPED_MODELS
 
 HELD_OUT = list(object_scenes(1, 40, HELD_OUT_OBJECT_SCENES))

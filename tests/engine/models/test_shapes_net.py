@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from app.engine.engine import CamEngine
-from app.engine.models.registry import build_model, default_layer
-from app.engine.models.shapes_net import SHAPES_NET, ShapesNet
+from camserve.engine.engine import CamEngine
+from camserve.engine.models.registry import build_model, default_layer
+from camserve.engine.models.shapes_net import SHAPES_NET, ShapesNet
 from tests.tolerances import NETWORK, assert_float32_close
 
 

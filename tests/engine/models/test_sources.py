@@ -17,16 +17,16 @@ from safetensors.torch import save_file
 from torchvision.transforms.functional import pil_to_tensor
 from transformers import ViTImageProcessor
 
-from app.engine.engine import CamEngine
-from app.engine.errors import (
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import (
     ManifestError,
     MethodNotApplicableError,
     UnknownArchitectureError,
     UnknownLayerError,
     WeightsUnavailableError,
 )
-from app.engine.models.manifest import load_manifest
-from app.engine.models.registry import LoadedModel, load_model
+from camserve.engine.models.manifest import load_manifest
+from camserve.engine.models.registry import LoadedModel, load_model
 from tests.engine.source_models import (
     HF_LABELS,
     save_hf_folder,

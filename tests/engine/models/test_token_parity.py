@@ -20,10 +20,10 @@ from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 from torch import Tensor, nn
 from torchvision.models import get_model
 
-from app.engine.engine import CamEngine
-from app.engine.images.preprocess import Preprocessing
-from app.engine.images.render import normalize_maps
-from app.engine.models.sources.transformer_layers import transformer_default_layer
+from camserve.engine.engine import CamEngine
+from camserve.engine.images.preprocess import Preprocessing
+from camserve.engine.images.render import normalize_maps
+from camserve.engine.models.sources.transformer_layers import transformer_default_layer
 from tests.engine.source_models import (
     Logits,
     randomise_zero_heads,

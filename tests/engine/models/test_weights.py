@@ -13,10 +13,10 @@ import torch
 import torchvision
 from torch import Tensor, nn
 
-from app.engine.errors import CheckpointMismatchError, ManifestError, WeightsUnavailableError
-from app.engine.models.manifest import ModelSpec, load_manifest
-from app.engine.models.registry import build_model, load_model
-from app.engine.models.weights import (
+from camserve.engine.errors import CheckpointMismatchError, ManifestError, WeightsUnavailableError
+from camserve.engine.models.manifest import ModelSpec, load_manifest
+from camserve.engine.models.registry import build_model, load_model
+from camserve.engine.models.weights import (
     apply_state_dict,
     cached_weights_path,
     fetch_pretrained,

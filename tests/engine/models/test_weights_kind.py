@@ -1,4 +1,4 @@
-"""Tests for app.engine.models.weights_kind: what a ``weights`` value names, without torch."""
+"""Tests for camserve.engine.models.weights_kind: what a ``weights`` value names, without torch."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.models.weights_kind import WeightsKind, weights_kind
+from camserve.engine.models.weights_kind import WeightsKind, weights_kind
 
 
 @pytest.mark.parametrize("value", ["random", " Random "])
@@ -38,7 +38,7 @@ def test_a_path_is_a_checkpoint_found_or_not(tmp_path: Path) -> None:
 
 def test_reading_a_weights_value_imports_no_torch() -> None:
     code = (
-        "import sys\nfrom app.engine.models.weights_kind import weights_kind\n"
+        "import sys\nfrom camserve.engine.models.weights_kind import weights_kind\n"
         "weights_kind('shapes.pt')\nprint('torch' in sys.modules)\n"
     )
     completed = subprocess.run(

@@ -8,8 +8,8 @@ from pathlib import Path
 import huggingface_hub.constants as hub_constants
 import pytest
 
-from app.engine.models.manifest import ModelSpec
-from app.engine.models.weights_status import weights_status
+from camserve.engine.models.manifest import ModelSpec
+from camserve.engine.models.weights_status import weights_status
 from tests.engine.source_models import save_hf_folder, tiny_hf_resnet
 
 REVISION = "0" * 40

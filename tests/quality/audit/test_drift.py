@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from app.quality.audit.drift import (
+from camserve.quality.audit.drift import (
     MAP_SIDE,
     PEAK_DISTANCE,
     VersionMaps,

@@ -9,8 +9,8 @@ from pytorch_grad_cam.metrics.road import NoisyLinearImputer, ROADCombined
 from pytorch_grad_cam.utils.model_targets import ClassifierOutputSoftmaxTarget
 from torch import nn
 
-from app.quality.audit.imputation import impute
-from app.quality.audit.road import road_scores
+from camserve.quality.audit.imputation import impute
+from camserve.quality.audit.road import road_scores
 from tests.tolerances import FEW_OPS, NETWORK, assert_float32_close, float32_approx
 
 

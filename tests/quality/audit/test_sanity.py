@@ -9,16 +9,16 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.engine.engine import CamEngine
-from app.engine.models.manifest import load_manifests
-from app.engine.models.registry import load_model
-from app.quality.audit.candidates import Pair, engine_maps
-from app.quality.audit.randomisation import cascade, cascade_units, last_block
-from app.quality.audit.sanity import SANITY_THRESHOLD, sanity_curves
-from app.quality.datasets import samples_from_folder
+from camserve.engine.engine import CamEngine
+from camserve.engine.models.manifest import load_manifests
+from camserve.engine.models.registry import load_model
+from camserve.quality.audit.candidates import Pair, engine_maps
+from camserve.quality.audit.randomisation import cascade, cascade_units, last_block
+from camserve.quality.audit.sanity import SANITY_THRESHOLD, sanity_curves
+from camserve.quality.datasets import samples_from_folder
 from tests.support import SHIPPED_MODELS
 
-SAMPLES = Path(__file__).resolve().parents[3] / "app" / "web" / "static" / "samples" / "shapes"
+SAMPLES = Path(__file__).resolve().parents[3] / "app" / "camserve" / "web" / "static" / "samples" / "shapes"
 
 
 @pytest.fixture(scope="module")

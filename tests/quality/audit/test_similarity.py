@@ -6,7 +6,7 @@ import numpy as np
 from scipy.stats import spearmanr
 from skimage.metrics import structural_similarity
 
-from app.quality.audit.similarity import spearman, ssim
+from camserve.quality.audit.similarity import spearman, ssim
 from tests.tolerances import FEW_OPS, float32_approx
 
 

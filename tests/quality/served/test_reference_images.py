@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.errors import CamserveError
-from app.quality.audit.reference import SAMPLES
-from app.quality.served.reference_images import load_reference_images, reference_folder_of
+from camserve.engine.errors import CamserveError
+from camserve.quality.audit.reference import SAMPLES
+from camserve.quality.served.reference_images import load_reference_images, reference_folder_of
 from tests.support import image_bytes
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from app.config import Settings
-from app.quality.served.reports import ExplanationReports
-from app.serving.errors import ReportsOffError
-from app.serving.live_versions import LiveVersion
-from app.serving.prometheus import Metrics
-from app.serving.served_model import ServedModel
-from app.serving.worker import BatchingWorker
+from camserve.config import Settings
+from camserve.quality.served.reports import ExplanationReports
+from camserve.serving.errors import ReportsOffError
+from camserve.serving.live_versions import LiveVersion
+from camserve.serving.prometheus import Metrics
+from camserve.serving.served_model import ServedModel
+from camserve.serving.worker import BatchingWorker
 from tests.serving.test_worker import make_worker, small_engine
 
 

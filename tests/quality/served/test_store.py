@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.quality.audit.drift import VersionMaps
-from app.quality.served.store import ReportStore
+from camserve.quality.audit.drift import VersionMaps
+from camserve.quality.served.store import ReportStore
 
 
 def maps(version: str) -> VersionMaps:

@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.engine.engine import CamEngine
-from app.quality.audit.candidates import Pair, engine_maps
-from app.quality.served.worker_passes import ReportCancelledError, WorkerPasses
+from camserve.engine.engine import CamEngine
+from camserve.quality.audit.candidates import Pair, engine_maps
+from camserve.quality.served.worker_passes import ReportCancelledError, WorkerPasses
 from tests.serving.test_worker import make_worker, random_image, small_engine
 from tests.tolerances import NETWORK, assert_float32_close
 

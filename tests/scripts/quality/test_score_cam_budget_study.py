@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.engine.engine import CamEngine
-from app.engine.fusion import FUSED_LAYER
-from app.quality.composites import composites
-from app.quality.real_model import efficientnet_lite0, efficientnet_lite0_engine
+from camserve.engine.engine import CamEngine
+from camserve.engine.fusion import FUSED_LAYER
+from camserve.quality.composites import composites
+from camserve.quality.real_model import efficientnet_lite0, efficientnet_lite0_engine
 from scripts.quality.score_cam_budget_study import (
     METHOD,
     BudgetTally,

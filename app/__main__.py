@@ -1,5 +1,0 @@
-"""``python -m app`` is the ``camserve`` command."""
-
-from app.entry import main
-
-main()

@@ -1,0 +1,5 @@
+"""``python -m camserve`` is the ``camserve`` command."""
+
+from camserve.entry import main
+
+main()

@@ -1,0 +1,158 @@
+"""``camserve audit``: the explanation report of one model (sanity, faithfulness, localisation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from camserve.cli.common import (
+    DeviceOption,
+    ModelsDir,
+    choose_spec,
+    cli,
+    console,
+    fail,
+    require_classifier,
+)
+from camserve.config import DEFAULT_MODELS_DIR
+from camserve.engine.engine import CamEngine
+from camserve.engine.errors import CamserveError
+from camserve.engine.fusion import FUSED_LAYER
+from camserve.engine.methods import get_method
+from camserve.engine.models.registry import load_model
+from camserve.quality.audit.candidates import DEFAULT_METHODS, candidate_layers
+from camserve.quality.audit.faithfulness import DEFAULT_CURVE_STEPS
+from camserve.quality.audit.files import write_audit
+from camserve.quality.audit.reference import SAMPLES, reference_folder
+from camserve.quality.audit.road import DEFAULT_PERCENTILES
+from camserve.quality.audit.run import Audit, AuditSettings, run_audit
+from camserve.quality.datasets import samples_from_folder
+from camserve.serving.model_versions import ModelVersions
+
+__all__ = ["SAMPLES", "audit_command", "reference_folder"]
+
+
+@cli.command("audit")
+def audit_command(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Folder for audit.json, .csv and .png.")
+    ],
+    model: Annotated[str | None, typer.Option(help="Model name from the models folder.")] = None,
+    images: Annotated[
+        Path | None,
+        typer.Option(
+            help="Reference images (default: the model's shipped samples).", show_default=False
+        ),
+    ] = None,
+    boxes: Annotated[
+        Path | None,
+        typer.Option(
+            help="Boxes of the images, for localisation: CSV (file,x0,y0,x1,y1[,label]) or COCO."
+        ),
+    ] = None,
+    methods: Annotated[
+        str | None, typer.Option(help="Comma-separated methods (default: all but Score-CAM).")
+    ] = None,
+    layers: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated layers (default: the default, fused and last block)."),
+    ] = None,
+    road_percentiles: Annotated[
+        str, typer.Option(help="ROAD percentiles: at p, the pixels above the p-th are removed.")
+    ] = ",".join(str(p) for p in DEFAULT_PERCENTILES),
+    curve_steps: Annotated[
+        int, typer.Option(min=2, help="Points on each deletion / insertion curve.")
+    ] = DEFAULT_CURVE_STEPS,
+    seed: Annotated[int, typer.Option(help="Seed of the randomised weights and ROAD's noise.")] = 0,
+    timings: Annotated[bool, typer.Option(help="Print what each stage and pair cost.")] = False,
+    device: DeviceOption = "auto",
+    models_dir: ModelsDir = DEFAULT_MODELS_DIR,
+) -> None:
+    """Check whether each method's maps can be trusted: sanity, faithfulness, localisation.
+
+    Randomises the weights from the logits down and compares the maps; scores ROAD and
+    deletion / insertion; with --boxes, the pointing games. Writes JSON, CSV and a chart.
+    """
+    try:
+        spec = choose_spec(models_dir, model, None, "DEFAULT", None)
+        require_classifier(spec, "audit")
+        engine = CamEngine.from_loaded(load_model(spec), device=device)
+        folder = images or reference_folder(spec.name)
+        samples, skipped = samples_from_folder(folder, boxes, engine.class_index)
+        for file in skipped:
+            console.print(f"[yellow]skipped[/] {file.path}: {file.reason}", highlight=False)
+        if not samples:
+            raise CamserveError(f"no readable images in {folder}")
+        settings = AuditSettings(
+            methods=_methods(methods),
+            layers=_layers(engine, layers),
+            percentiles=_percentiles(road_percentiles),
+            curve_steps=curve_steps,
+            seed=seed,
+        )
+        audit = run_audit(
+            engine,
+            samples,
+            settings,
+            model=spec.name,
+            version=ModelVersions().version_of(spec),
+            on_progress=lambda message, _done: console.print(f"[dim]{message}[/]", highlight=False),
+        )
+    except (CamserveError, ValueError) as error:
+        raise fail(str(error)) from error
+    paths = write_audit(audit, output)
+    typer.echo(_summary(audit, timings))
+    console.print(f"wrote {', '.join(str(path) for path in paths.values())}", highlight=False)
+
+
+def _names(text: str | None) -> list[str]:
+    return list(dict.fromkeys(name.strip() for name in (text or "").split(",") if name.strip()))
+
+
+def _methods(text: str | None) -> tuple[str, ...]:
+    names = _names(text)
+    return (
+        tuple(dict.fromkeys(get_method(name).name for name in names)) if names else DEFAULT_METHODS
+    )
+
+
+def _layers(engine: CamEngine, text: str | None) -> tuple[str, ...]:
+    names = _names(text) or candidate_layers(engine)
+    for name in names:
+        if name != FUSED_LAYER or not engine.fusion_layers:
+            engine.layer_module(name)
+    return tuple(names)
+
+
+def _percentiles(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(value) for value in _names(text))
+    except ValueError:
+        raise ValueError(f"--road-percentiles takes whole numbers, got {text!r}") from None
+    if not values or not all(0 < value < 100 for value in values):
+        raise ValueError(f"--road-percentiles must lie between 0 and 100, got {text!r}")
+    return values
+
+
+def _summary(audit: Audit, timings: bool) -> str:
+    """The report as a plain table (and, with ``timings``, each stage's seconds)."""
+    lines = [
+        f"{audit.model} ({audit.version}) on {len(audit.images)} images",
+        f"{'method':<10} {'layer':<10} {'sanity':<6} {'spearman':>8} {'road':>7} "
+        f"{'deletion':>8} {'insertion':>9}" + (f" {'seconds':>7}" if timings else ""),
+    ]
+    for row in audit.rows:
+        verdict = "pass" if row.sanity.passed else "FAIL"
+        line = (
+            f"{row.method:<10} {row.layer:<10} {verdict:<6} {row.sanity.decisive_spearman:>8.2f} "
+            f"{row.faithfulness.road.combined:>7.3f} {row.faithfulness.deletion_auc:>8.3f} "
+            f"{row.faithfulness.insertion_auc:>9.3f}"
+        )
+        lines.append(line + (f" {row.faithfulness.seconds:>7.1f}" if timings else ""))
+    for (method, layer), reason in audit.left_out.items():
+        lines.append(f"left out: {method} at {layer}: {reason}")
+    if timings:
+        lines.append(", ".join(f"{stage} {value:.1f} s" for stage, value in audit.seconds.items()))
+    return "\n".join(lines)

@@ -1,0 +1,110 @@
+"""The ``camserve`` Typer app, whose group imports a command's module only when it runs.
+
+Most commands import torch, and some timm, Ray or FastAPI, at their top: seconds before anything
+is printed. Imported all at start, they made even ``camserve models``, which only reads the
+manifests, wait for all of them. ``COMMAND_MODULES`` names each command's module; the group
+imports it on first use, and only the list of ``camserve --help`` imports them all (it shows
+each command's first sentence).
+"""
+
+from __future__ import annotations
+
+import importlib
+from difflib import get_close_matches
+from typing import Any
+
+import typer
+from typer._click import Command, Context  # what Typer's commands are built on
+from typer._click.exceptions import UsageError
+from typer.main import get_command_from_info, get_command_name
+from typer.models import CommandInfo
+
+from camserve import SUMMARY
+from camserve.cli.help_names import ReadableGroup, use_readable_help
+
+__all__ = ["COMMAND_MODULES", "LazyCommandGroup", "cli"]
+
+COMMAND_MODULES: dict[str, str] = {
+    "audit": "audit",
+    "cvat-function": "cvat",
+    "dataset-cvat": "dataset_cvat",
+    "dataset-fiftyone": "dataset_fiftyone",
+    "dataset-labelstudio": "dataset_labelstudio",
+    "eval": "evaluate",
+    "explain": "explain",
+    "explain-dataset": "explain_dataset",
+    "export-fiftyone": "export_fiftyone",
+    "fetch-weights": "fetch",
+    "models": "models",
+    "serve": "serve",
+    "train-demo": "train",
+    "train-dense": "train_dense",
+}
+"""Each command, and the module of ``camserve.cli`` that registers it on the Typer app."""
+
+
+class LazyCommandGroup(ReadableGroup):
+    """Lists every command of ``COMMAND_MODULES`` and builds each when it is first asked for."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Typer hands over the commands registered so far; each is built again on first use,
+        # the same way whether its module was imported before or is imported then.
+        super().__init__(*args, **{**kwargs, "commands": {}})
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            self.add_command(_built(cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: Context, args: list[str]
+    ) -> tuple[str | None, Command | None, list[str]]:
+        """Typer's, with the closest command suggested among all, not only those built yet."""
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as error:
+            closest = get_close_matches(args[0], list(COMMAND_MODULES)) if args else []
+            if closest and "Did you mean" not in error.message:
+                suggestions = ", ".join(repr(name) for name in closest)
+                error.message = f"{error.message.rstrip('.')}. Did you mean {suggestions}?"
+            raise
+
+
+cli = typer.Typer(
+    cls=LazyCommandGroup,
+    help=SUMMARY,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+"""The app every command module registers on (through ``camserve.cli.common``)."""
+
+
+@cli.callback()
+def camserve_options() -> None:
+    # camserve takes no options of its own; a callback makes Typer build a group however many
+    # commands are registered yet (LazyCommandGroup registers each on first use).
+    pass
+
+
+def _built(name: str) -> Command:
+    """Import ``name``'s module, which registers the command on ``cli``, and build it."""
+    importlib.import_module(f"camserve.cli.{COMMAND_MODULES[name]}")
+    use_readable_help(cli)
+    info = next(info for info in cli.registered_commands if _name_of(info) == name)
+    return get_command_from_info(
+        info,
+        pretty_exceptions_short=cli.pretty_exceptions_short,
+        rich_markup_mode=cli.rich_markup_mode,
+    )
+
+
+def _name_of(info: CommandInfo) -> str:
+    """The command's name: as registered, else its function's, as Typer derives it."""
+    if info.name:
+        return info.name
+    callback = info.callback
+    return get_command_name(callback.__name__ if callback is not None else "")

@@ -1,0 +1,96 @@
+"""``camserve models``: the manifests in the models folder.
+
+One table when it fits the terminal; otherwise one block per model, so that no name, source
+or weights status is ever cut to "…" (a table squeezed into 80 columns cut every cell). In a
+block, a value too long for its line wraps at spaces and after path separators, so that a path
+breaks only between its folders. Nothing here imports torch: listing reads the manifests and
+looks for the weights files (``lazy_commands.py`` keeps the other commands' imports away)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from camserve.cli.common import ModelsDir, cli, fail
+from camserve.cli.path_wrapping import wrap_at_separators
+from camserve.engine.errors import CamserveError
+from camserve.engine.models.manifest import DEFAULT_MODELS_DIR, ModelSpec, load_manifests
+from camserve.engine.models.weights_status import WeightsStatus, weights_status
+
+__all__ = ["list_models"]
+
+FIELDS = (
+    "source",
+    "architecture",
+    "task",
+    "weights",
+    "weights status",
+    "layer",
+    "input size",
+    "description",
+)
+"""What is shown of every model, after its name."""
+UNLIMITED_WIDTH = 100_000
+"""Room enough to measure the table with no cell wrapped."""
+FIELD_COLUMN = max(len(field) for field in FIELDS) + 2
+"""Where a block's values start: an indent, the longest field name, a space."""
+
+
+@cli.command("models")
+def list_models(models_dir: ModelsDir = DEFAULT_MODELS_DIR) -> None:
+    """List the models in the models folder: target layer, weights and whether they are here."""
+    try:
+        specs = load_manifests(models_dir)
+    except CamserveError as error:
+        raise fail(str(error)) from error
+    statuses = [weights_status(spec) for spec in specs]
+    rows = [
+        (Text(spec.name), *_cells(spec, status))
+        for spec, status in zip(specs, statuses, strict=True)
+    ]
+    output = Console()
+    output.print(_fitting(output, rows))
+    for spec, status in zip(specs, statuses, strict=True):
+        if not status.ready:
+            output.print(f"{spec.name}: {status.detail}", highlight=False, soft_wrap=True)
+
+
+def _cells(spec: ModelSpec, status: WeightsStatus) -> tuple[Text, ...]:
+    """The model's values in the order of ``FIELDS``."""
+    return (
+        Text(spec.source),
+        Text(spec.architecture),
+        Text(spec.task),
+        Text(spec.weights),
+        Text(status.summary, style="green" if status.ready else "red"),
+        Text(spec.layer or "(family default)"),
+        Text("×".join(map(str, spec.input_size)) if spec.input_size else "(from the source)"),
+        Text(spec.description),
+    )
+
+
+def _fitting(output: Console, rows: Sequence[tuple[Text, ...]]) -> RenderableType:
+    """The table if every cell fits on the terminal unwrapped, else a block per model."""
+    table = Table("name", *FIELDS)
+    for row in rows:
+        table.add_row(*row)
+    unwrapped = output.measure(table, options=output.options.update_width(UNLIMITED_WIDTH))
+    if unwrapped.maximum <= output.width:
+        return table
+    return Group(*(_block(row, output.width - FIELD_COLUMN) for row in rows))
+
+
+def _block(row: tuple[Text, ...], value_width: int) -> RenderableType:
+    """A model's name in bold, then one line per field; a long value goes on as many lines as
+    it needs, broken at spaces and path separators (a part wider than the column folds)."""
+    name, *values = row
+    fields = Table.grid(padding=(0, 1))
+    fields.add_column(no_wrap=True)
+    fields.add_column(overflow="fold")
+    for field, value in zip(FIELDS, values, strict=True):
+        lines = wrap_at_separators(value.plain, value_width)
+        fields.add_row(f" {field}", Text("\n".join(lines), style=value.style))
+    return Group(Text(name.plain, style="bold", overflow="fold"), fields)

@@ -1,0 +1,35 @@
+"""The ``camserve`` command's entry point: process settings that native libraries read when they
+load, applied before torch is imported, then the command line.
+
+OpenMP's threads (torch's intra-op pool, GNU libgomp) spin on a core for a while after every
+parallel region before they sleep: 300,000 spins by default, several milliseconds. Between the
+operators of one forward pass that keeps them warm; after a batch it keeps both cores of a small
+machine busy while the codec threads encode the answer's PNGs, which then wait. camserve sets
+``GOMP_SPINCOUNT`` to 10,000 spins (well under a millisecond) unless the environment already
+sets it: on a 2-core VM, two servers side by side with requests alternating, a Grad-CAM
+request at concurrency 1 took 45–46 ms instead of 48–50 ms and a seven-method one 66–67 ms
+instead of 70–72 ms (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["OPENMP_SPIN_COUNT", "main", "prepare_process"]
+
+OPENMP_SPIN_COUNT = "10000"
+
+
+def prepare_process() -> None:
+    """Set the process-wide defaults above, unless the environment names its own or torch has
+    already loaded OpenMP (it reads them once, at load time)."""
+    if "torch" not in sys.modules:
+        os.environ.setdefault("GOMP_SPINCOUNT", OPENMP_SPIN_COUNT)
+
+
+def main() -> None:
+    prepare_process()
+    from camserve.cli import main as run_command_line  # noqa: PLC0415 - after prepare_process
+
+    run_command_line()

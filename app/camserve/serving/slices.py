@@ -1,0 +1,86 @@
+"""Stage boundaries: where a batch stops when nobody wants it, and where a long batch lets
+short ones through.
+
+The engine calls a batch's checkpoint after its pass, before each chunk of Score-CAM's masked
+inputs and after each method. Every checkpoint stops the batch (``BatchAbandonedError``) once
+none of its jobs is still wanted. A long batch (Score-CAM's masked passes) also runs as a
+sequence of slices: at the first boundary after ``slice_s`` of its own work, the worker runs one
+waiting short batch (on this same thread, with the model as outside the masked passes), then
+the long batch goes on with the next chunk, in the same order as without slices, so its maps
+are the same bit for bit. A slice after a short batch lasts long enough that the short batches
+take at most ``MOST_LONG_SLOWDOWN - 1`` of the long batch's own time: a long batch beside a
+stream of short ones takes at most 1.3 times its time alone, whatever a short batch costs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from functools import partial
+
+from camserve.serving.jobs import BatchAbandonedError, Job
+
+__all__ = ["MOST_LONG_SLOWDOWN", "Pause", "Slicer", "abandon_if_unwanted", "checkpoint_of"]
+
+MOST_LONG_SLOWDOWN = 1.3
+"""A long batch's time with short batches between its slices, at most, over its time alone."""
+
+Pause = Callable[[], AbstractContextManager[None]]
+"""Puts the long batch's model aside for other work in between (``MaskedPasses.paused``)."""
+
+ShortWork = Callable[[Pause], bool]
+"""Runs one waiting short batch inside the pause (entered only when one waits); whether one
+ran."""
+
+
+def checkpoint_of(jobs: Sequence[Job]) -> Callable[[], None]:
+    """The stage-boundary check of ``jobs``."""
+    return partial(abandon_if_unwanted, jobs)
+
+
+def abandon_if_unwanted(jobs: Sequence[Job]) -> None:
+    """Stop when no job of ``jobs`` still wants its result."""
+    now = time.monotonic()
+    if not any(job.wanted(now) for job in jobs):
+        raise BatchAbandonedError
+
+
+class Slicer:
+    """The checkpoints of one long batch: each also ends a slice once ``slice_s`` of the
+    batch's own work has passed since the last one, and runs ``short_work`` there."""
+
+    def __init__(
+        self,
+        slice_s: float,
+        pause: Pause,
+        short_work: ShortWork,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.slice_s = slice_s
+        self._pause = pause
+        self._short_work = short_work
+        self._clock = clock
+        self._slice_started = clock()
+        self._slice_length = slice_s
+        """This slice's length: ``slice_s``, or more after a long short batch."""
+        self.slices = 1
+        """Slices run so far (the one running counts)."""
+        self.short_batches = 0
+        """Short batches run between two slices."""
+
+    def checkpoint_of(self, jobs: Sequence[Job]) -> Callable[[], None]:
+        return partial(self._boundary, jobs)
+
+    def _boundary(self, jobs: Sequence[Job]) -> None:
+        abandon_if_unwanted(jobs)
+        if self._clock() - self._slice_started < self._slice_length:
+            return
+        self.slices += 1
+        short_started = self._clock()
+        if self._short_work(self._pause):
+            self.short_batches += 1
+            abandon_if_unwanted(jobs)  # the client may have gone meanwhile
+        self._slice_started = self._clock()
+        short_s = self._slice_started - short_started
+        self._slice_length = max(self.slice_s, short_s / (MOST_LONG_SLOWDOWN - 1))
