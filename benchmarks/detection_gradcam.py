@@ -31,11 +31,11 @@ import torch
 import torchvision
 from pytorch_grad_cam.utils.model_targets import FasterRCNNBoxScoreTarget
 
+from benchmarks.engine_overhead import device_name, seconds_per_call
+from benchmarks.json_rows import write_rows
 from camserve.engine.detection_maps import explain_detections
 from camserve.engine.models.detector_pass import run_detector
 from camserve.engine.models.devices import resolve_device
-from benchmarks.engine_overhead import device_name, seconds_per_call
-from benchmarks.json_rows import write_rows
 
 DETECTIONS = 10
 LABELS = {

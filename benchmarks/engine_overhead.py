@@ -33,10 +33,10 @@ from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 from torch import nn
 from torchvision.models import get_model
 
+from benchmarks.json_rows import write_rows
 from camserve.engine.engine import CamEngine
 from camserve.engine.models.devices import parse_autocast, resolve_device
 from camserve.engine.models.registry import default_layer
-from benchmarks.json_rows import write_rows
 
 Reshape = Callable[[torch.Tensor], torch.Tensor]
 

@@ -50,13 +50,13 @@ import torch
 from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.engine_overhead import device_name
+from benchmarks.json_rows import write_rows
 from camserve.engine.engine import CamEngine
 from camserve.engine.images.imaging import decode_image, encode_image
 from camserve.engine.models.devices import resolve_device, synchronize
 from camserve.engine.models.manifest import load_manifests
 from camserve.engine.models.registry import load_model
-from benchmarks.engine_overhead import device_name
-from benchmarks.json_rows import write_rows
 from tests.harness.live_server import ServerProcess as Server
 from tests.harness.live_server import camserve_environment, running, start_camserve
 

@@ -28,11 +28,11 @@ from dataclasses import asdict, dataclass
 import torch
 from torchvision.models import get_model
 
+from benchmarks.engine_overhead import device_name, randomise_zero_linears
+from benchmarks.json_rows import write_rows
 from camserve.engine.engine import CamEngine
 from camserve.engine.models.devices import parse_autocast, resolve_device, synchronize
 from camserve.engine.models.registry import default_layer
-from benchmarks.engine_overhead import device_name, randomise_zero_linears
-from benchmarks.json_rows import write_rows
 
 SIZE = 224
 GIB = 1024**3

@@ -37,13 +37,13 @@ from skimage import data
 from torch import Tensor, nn
 from torchvision.models import get_model
 
+from benchmarks.engine_overhead import device_name
+from benchmarks.json_rows import write_rows
 from camserve.engine.engine import CamEngine
 from camserve.engine.images.preprocess import Preprocessing
 from camserve.engine.models.devices import AUTOCAST_DTYPES, resolve_device, synchronize
 from camserve.quality.real_model import efficientnet_lite0
 from camserve.serving.score_cam_cost import measure_score_cam_cost
-from benchmarks.engine_overhead import device_name
-from benchmarks.json_rows import write_rows
 
 BATCH = 64
 """Masked inputs per forward pass, both sides (camserve's default)."""

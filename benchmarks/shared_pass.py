@@ -28,9 +28,6 @@ from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 from torch import nn
 from torchvision.models import get_model
 
-from camserve.engine.engine import CamEngine
-from camserve.engine.models.devices import parse_autocast, resolve_device
-from camserve.engine.models.registry import default_layer
 from benchmarks.engine_overhead import (
     device_name,
     engine_arguments,
@@ -38,6 +35,9 @@ from benchmarks.engine_overhead import (
     seconds_per_call,
 )
 from benchmarks.json_rows import write_rows
+from camserve.engine.engine import CamEngine
+from camserve.engine.models.devices import parse_autocast, resolve_device
+from camserve.engine.models.registry import default_layer
 from tests.harness.cam_peers import PYTORCH_GRAD_CAM
 
 SEVEN = ["cam", "gradcam", "gradcam++", "xgradcam", "hirescam", "layercam", "eigencam"]

@@ -116,7 +116,13 @@ def image_bytes(
 
 
 SAMPLE_PHOTOS = (
-    Path(__file__).resolve().parents[1] / "app" / "camserve" / "web" / "static" / "samples" / "photos"
+    Path(__file__).resolve().parents[1]
+    / "app"
+    / "camserve"
+    / "web"
+    / "static"
+    / "samples"
+    / "photos"
 )
 """The page's sample photos (free licences, see their NOTICE)."""
 

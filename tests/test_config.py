@@ -8,15 +8,16 @@ import pytest
 from pydantic import ValidationError
 
 from camserve.config import load_settings
+from camserve.engine.models.shipped import SHIPPED_MODELS_DIR
 from camserve.serving.callers import KeyRing
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir("/")  # no .env file here
+    monkeypatch.chdir("/")  # no .env file here, and no models folder: the shipped models
     settings = load_settings()
     assert settings.host == "127.0.0.1"
     assert settings.port == 8000
-    assert settings.models_dir == Path("models")
+    assert settings.models_dir == SHIPPED_MODELS_DIR
     assert settings.max_batch_size == 8
     assert settings.api_key is None
     assert settings.models == []

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-APP = Path(__file__).resolve().parents[1] / "app"
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "app" / "camserve"
 LAYERS = [
     "cli",
     "dataset",
@@ -25,7 +26,9 @@ LAYERS = [
 def package_of(module: str) -> str | None:
     """``camserve.serving.worker`` → ``serving``; None outside the layered packages."""
     parts = module.split(".")
-    if parts[0] != "app" or len(parts) < 2:
+    if parts[0] == "camserve_client":
+        return "client"
+    if parts[0] != "camserve" or len(parts) < 2:
         return None
     return parts[1] if parts[1] in LAYERS else None
 
@@ -44,26 +47,34 @@ def imported_modules(path: Path) -> list[str]:
 def test_no_package_imports_one_above_it() -> None:
     upward = []
     for path in sorted(APP.rglob("*.py")):
-        own = package_of("app." + ".".join(path.relative_to(APP).with_suffix("").parts))
+        own = package_of("camserve." + ".".join(path.relative_to(APP).with_suffix("").parts))
         if own is None:
             continue
         for module in imported_modules(path):
             target = package_of(module)
             if target is not None and LAYERS.index(target) < LAYERS.index(own):
-                upward.append(f"{path.relative_to(APP.parent)} imports {module}")
+                upward.append(f"{path.relative_to(ROOT)} imports {module}")
     assert upward == []
 
 
 def test_the_design_document_lists_the_same_order() -> None:
-    design = (APP.parent / "docs" / "design.md").read_text()
-    rows = [line for line in design.splitlines() if line.startswith("| `app/")]
-    listed = [row.split("`")[1].removeprefix("app/").removesuffix(".py") for row in rows]
+    design = (ROOT / "docs" / "design.md").read_text()
+    rows = [line for line in design.splitlines() if line.startswith(("| `app/", "| `client/"))]
+    listed = [
+        row.split("`")[1]
+        .removeprefix("app/camserve/")
+        .removeprefix("client/camserve_")
+        .removesuffix(".py")
+        .rstrip("/")
+        for row in rows
+    ]
     assert listed[: len(LAYERS)] == LAYERS
 
 
 ENGINE = APP / "engine"
 ENGINE_PARTS = ["core", "models", "images", "errors"]
-"""The engine's own layers, top to bottom: the compute core (``app/camserve/engine/*.py``) uses getting a
+"""The engine's own layers, top to bottom: the compute core (``app/camserve/engine/*.py``) uses
+getting a
 model ready (``models/``), which uses images in and out (``images/``); all of them use the
 error tree, which imports nothing of camserve."""
 MAX_MODULE_LINES = 400
@@ -72,7 +83,7 @@ MAX_MODULE_LINES = 400
 def engine_part(module: str) -> str | None:
     """``camserve.engine.models.registry`` → ``models``; None outside the engine."""
     parts = module.split(".")
-    if parts[:2] != ["app", "engine"]:
+    if parts[:2] != ["camserve", "engine"]:
         return None
     if len(parts) == 2 or parts[2] in {"models", "images", "errors"}:
         return parts[2] if len(parts) > 2 else "core"
@@ -82,12 +93,12 @@ def engine_part(module: str) -> str | None:
 def test_no_engine_part_imports_one_above_it() -> None:
     upward = []
     for path in sorted(ENGINE.rglob("*.py")):
-        own = engine_part("app." + ".".join(path.relative_to(APP).with_suffix("").parts))
+        own = engine_part("camserve." + ".".join(path.relative_to(APP).with_suffix("").parts))
         assert own is not None
         for module in imported_modules(path):
             target = engine_part(module)
             if target is not None and ENGINE_PARTS.index(target) < ENGINE_PARTS.index(own):
-                upward.append(f"{path.relative_to(APP.parent)} imports {module}")
+                upward.append(f"{path.relative_to(ROOT)} imports {module}")
     assert upward == []
 
 
@@ -97,14 +108,14 @@ def test_the_engine_folder_holds_only_the_compute_core_and_its_two_groups() -> N
     assert len([name for name in top if name.endswith(".py")]) <= 11
 
 
-LIMITED_FOLDERS = (APP, APP.parent / "deploy")
-"""The folders whose Python modules are held to ``MAX_MODULE_LINES``: the app, and the code
-that ships beside it (the CVAT function)."""
+LIMITED_FOLDERS = (APP, ROOT / "client", ROOT / "deploy")
+"""The folders whose Python modules are held to ``MAX_MODULE_LINES``: the app, its client, and
+the code that ships beside them (the CVAT function)."""
 
 
 def test_no_module_is_longer_than_the_limit() -> None:
     long = {
-        str(path.relative_to(APP.parent)): lines
+        str(path.relative_to(ROOT)): lines
         for folder in LIMITED_FOLDERS
         for path in sorted(folder.rglob("*.py"))
         if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
@@ -113,7 +124,8 @@ def test_no_module_is_longer_than_the_limit() -> None:
 
 
 def module_name(path: Path) -> str:
-    """``app/camserve/serving/worker.py`` → ``camserve.serving.worker``; a package's ``__init__.py`` → the
+    """``app/camserve/serving/worker.py`` → ``camserve.serving.worker``; a package's
+    ``__init__.py`` → the
     package."""
     parts = path.relative_to(APP.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

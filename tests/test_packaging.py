@@ -1,6 +1,7 @@
-"""pyproject.toml builds camserve's editable install (``make serve``'s ``pip install -e``)
-without a warning: pip prints whatever warning the build emits, even when quiet. The build runs
-here through setuptools' own hook, into a temporary folder; no environment is touched."""
+"""pyproject.toml and client/pyproject.toml build camserve's and its client's editable installs
+(``make serve``'s ``pip install -e``) without a warning: pip prints whatever warning the build
+emits, even when quiet. Each build runs here through setuptools' own hook, into a temporary
+folder; no environment is touched. The wheels themselves are checked by ``make wheel-check``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = """
@@ -22,16 +25,22 @@ print(json.dumps({"wheel": wheel, "warnings": [str(w.message) for w in caught]})
 """
 
 
-def test_the_editable_build_warns_of_nothing_and_puts_the_root_on_the_path(
-    tmp_path: Path,
-) -> None:
+def copy_project(tmp_path: Path) -> Path:
+    """The files the two builds read, without caches."""
     project = tmp_path / "project"
     project.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, project / name)
-    shutil.copytree(ROOT / "app", project / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for folder in ("app", "client", "models"):
+        shutil.copytree(ROOT / folder, project / folder, ignore=ignore, symlinks=True)
+    return project
+
+
+def build_editable(project: Path, tmp_path: Path) -> tuple[dict[str, object], Path]:
+    """The hook's answer (the wheel's name and the warnings) and the wheels folder."""
     wheels = tmp_path / "wheels"
-    wheels.mkdir()
+    wheels.mkdir(exist_ok=True)
 
     completed = subprocess.run(
         [sys.executable, "-c", BUILD, str(wheels)],
@@ -40,9 +49,21 @@ def test_the_editable_build_warns_of_nothing_and_puts_the_root_on_the_path(
         text=True,
         check=True,
     )
-    built = json.loads(completed.stdout.splitlines()[-1])
+    return json.loads(completed.stdout.splitlines()[-1]), wheels
+
+
+def path_file_of(wheel_path: Path) -> str:
+    with zipfile.ZipFile(wheel_path) as wheel:
+        (path_file,) = [name for name in wheel.namelist() if name.endswith(".pth")]
+        return wheel.read(path_file).decode().strip()
+
+
+@pytest.mark.parametrize(("folder", "on_path"), [(".", "app"), ("client", "client")])
+def test_the_editable_build_warns_of_nothing_and_puts_the_source_root_on_the_path(
+    tmp_path: Path, folder: str, on_path: str
+) -> None:
+    project = copy_project(tmp_path)
+    built, wheels = build_editable(project / folder, tmp_path)
 
     assert built["warnings"] == []
-    with zipfile.ZipFile(wheels / built["wheel"]) as wheel:
-        (path_file,) = [name for name in wheel.namelist() if name.endswith(".pth")]
-        assert wheel.read(path_file).decode().strip() == str(project)
+    assert path_file_of(wheels / str(built["wheel"])) == str(project / on_path)

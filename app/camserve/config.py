@@ -21,6 +21,7 @@ from camserve.engine.images.imaging import DEFAULT_MAX_PIXELS
 from camserve.engine.images.regions import parse_threshold
 from camserve.engine.models.devices import AUTOCAST_DTYPES
 from camserve.engine.models.manifest import DEFAULT_MODELS_DIR
+from camserve.engine.models.shipped import ModelsFolder
 
 __all__ = [
     "DEFAULT_MODELS_DIR",
@@ -53,7 +54,7 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Interface to listen on (0.0.0.0 in containers).")
     port: int = Field(8000, ge=1, le=65535, description="TCP port.")
-    models_dir: Path = Field(DEFAULT_MODELS_DIR, description="Folder of model manifests (*.toml).")
+    models_dir: ModelsFolder = Field(DEFAULT_MODELS_DIR, description="Manifests (*.toml).")
     models: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Comma-separated model names to serve; empty serves every manifest. The "

@@ -37,7 +37,12 @@ PACKAGES = [
     "zlib-ng",
     "orjson",
 ]
-MODULES = ["camserve.api.application", "camserve.serving.runtime", "pytorch_grad_cam", "tests.gpu.subjects"]
+MODULES = [
+    "camserve.api.application",
+    "camserve.serving.runtime",
+    "pytorch_grad_cam",
+    "tests.gpu.subjects",
+]
 """What the parts import first: a missing wheel shows here, once, rather than in every part."""
 
 

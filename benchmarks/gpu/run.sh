@@ -28,7 +28,7 @@ mkdir -p "$OUT"
     timeout 60 "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
       --upgrade --target "$site" "$wheels"/*.whl && echo "installed $(ls "$wheels"/*.whl | wc -l) wheels into $site"
   fi
-  export PYTHONPATH="${site:+$site:}$root${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH="${site:+$site:}$root:$root/app:$root/client${PYTHONPATH:+:$PYTHONPATH}"
   timeout --kill-after=10 460 "$python" -m benchmarks.gpu.run --out "$OUT" "$@"
   echo "exit: $?"
 } 2>&1 | tee -a "$OUT/log.txt"

@@ -17,6 +17,8 @@ retried after ``Retry-After``, a proxy's lost-replica 500/408 and a dropped conn
 (``RetryPolicy``). This package imports nothing else of camserve, and not torch.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from camserve_client.async_client import AsyncClient
 from camserve_client.errors import (
     AuthenticationError,
@@ -51,6 +53,11 @@ from camserve_client.results import (
 from camserve_client.retry import RetryPolicy
 from camserve_client.sync_client import Client
 
+try:
+    __version__ = version("camserve-client")
+except PackageNotFoundError:  # sources on PYTHONPATH, not installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "AsyncClient",
     "AuthenticationError",
@@ -82,4 +89,5 @@ __all__ = [
     "Timings",
     "UnavailableError",
     "UnsupportedMediaTypeError",
+    "__version__",
 ]

@@ -1,7 +1,8 @@
 """Progress over a known number of items, on stderr: done/total, the rate and the time left.
 
-On a terminal it is one line that rich redraws in place. Anywhere else (a log file, a CI job,
-a pipe) a redrawn line would be a stream of control characters, so it writes plain lines
+On a terminal it is one line that rich redraws in place, where rich is installed (with camserve,
+or ``pip install camserve-client[progress]``). Anywhere else (a log file, a CI job, a pipe, or
+without rich) a redrawn line would be a stream of control characters, so it writes plain lines
 instead: one whenever another tenth of the total is done, or ``every_s`` seconds have passed
 since the last line, whichever comes first, and one at the end. ``explain_many`` and ``camserve
 explain-dataset`` report through it.
@@ -16,12 +17,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn
-from rich.table import Column
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 __all__ = ["PLAIN_LINE_EVERY_S", "ProgressCount", "ProgressReport", "duration", "progress_bar"]
 
@@ -80,20 +79,6 @@ def duration(seconds: float) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
-class _CountColumn(ProgressColumn):
-    """The terminal line's text: the same words as a plain line."""
-
-    def __init__(self, unit: str) -> None:
-        super().__init__(table_column=Column(no_wrap=True))
-        self.unit = unit
-
-    def render(self, task: Task) -> Text:
-        count = ProgressCount(
-            int(task.completed), int(task.total or 0), task.elapsed or 0.0, self.unit
-        )
-        return Text(count.describe())
-
-
 class ProgressReport:
     """Counts finished items and reports them on ``stream`` (stderr by default) while it is
     entered: ``with ProgressReport(40, description="explaining") as report: report.advance()``.
@@ -145,15 +130,8 @@ class ProgressReport:
 
     def __enter__(self) -> ProgressReport:
         self._started = self._last_line_at = self.clock()
-        if self.terminal:
-            self._bar = Progress(
-                TextColumn(self.description),
-                _CountColumn(self.unit),
-                # the bar takes what the words leave, so that the line stays one line
-                BarColumn(bar_width=None, table_column=Column(ratio=1)),
-                console=Console(file=self.stream, force_terminal=True),
-                expand=True,
-            )
+        if self.terminal and (bar := _terminal_bar(self)) is not None:
+            self._bar = bar
             self._bar.add_task(self.description, total=self.total, completed=self.done)
             self._bar.start()
         else:
@@ -186,6 +164,15 @@ class ProgressReport:
     def _write_line(self) -> None:
         self._last_line_at = self.clock()
         print(f"{self.description} {self.count().describe()}", file=self.stream, flush=True)
+
+
+def _terminal_bar(report: ProgressReport) -> Progress | None:
+    """The redrawn line, or None without rich (the report then writes plain lines)."""
+    try:
+        from camserve_client.terminal_bar import terminal_bar  # noqa: PLC0415  (needs rich)
+    except ImportError:
+        return None
+    return terminal_bar(report.description, report.unit, report.stream)
 
 
 @contextmanager

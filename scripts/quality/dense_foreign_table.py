@@ -1,5 +1,6 @@
 """Print the shape detector's and segmenter's quality on foreign object scenes (a generator they
-never train on, ``app/camserve/quality/foreign_object_scenes.py``) and on the held-out object scenes, as
+never train on, ``app/camserve/quality/foreign_object_scenes.py``) and on the held-out object
+scenes, as
 Markdown tables.
 
 Usage::

@@ -40,3 +40,11 @@ def test_a_chosen_port_gets_no_hint_about_choosing_one() -> None:
         "camserve is ready: open http://127.0.0.1:8011/ (API docs: http://127.0.0.1:8011/docs)",
         "  serving: mini (default)",
     ]
+
+
+def test_the_report_says_where_the_manifests_came_from() -> None:
+    shipped = "the models shipped with camserve (/site/camserve/shipped_models; no ./models here)"
+    report = startup_report(
+        "http://127.0.0.1:8011/", ["mini"], "mini", {}, 8011, port_chosen=True, models_from=shipped
+    )
+    assert report.splitlines()[1:] == ["  serving: mini (default)", f"  models from: {shipped}"]

@@ -1,4 +1,5 @@
-"""Tests for camserve.api.unknown_parameters: the message for query parameters a route does not take."""
+"""Tests for camserve.api.unknown_parameters: the message for query parameters a route does not
+take."""
 
 from __future__ import annotations
 

@@ -47,7 +47,9 @@ def test_every_module_registers_the_command_the_map_names() -> None:
         for name in group.list_commands(None)  # type: ignore[attr-defined,arg-type]
     }
 
-    assert registered == {name: f"camserve.cli.{module}" for name, module in COMMAND_MODULES.items()}
+    assert registered == {
+        name: f"camserve.cli.{module}" for name, module in COMMAND_MODULES.items()
+    }
 
 
 def test_a_command_runs_whether_or_not_its_module_was_imported_first() -> None:

@@ -68,6 +68,7 @@ def test_every_name_source_and_status_is_shown_whole(models_dir: Path, columns: 
 def test_a_wide_terminal_gets_one_table_with_a_row_per_model(models_dir: Path) -> None:
     lines = _models(models_dir, 250)
 
+    assert lines[0] == f"manifests from {models_dir}:"
     header = next(line for line in lines if "name" in line and "weights status" in line)
     assert "description" in header
     for name, (_manifest, source, status) in MODELS.items():

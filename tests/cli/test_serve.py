@@ -103,5 +103,5 @@ def test_ready_is_said_once_the_port_answers_without_the_port_hint(
     url = f"http://{LOOPBACK}:{port}/"
     assert first == f"{READY}: open {url} (API docs: {url}docs)"
     assert readiness.status_code == 200
-    assert rest == ["  serving: mini (default), tiny"]
+    assert rest == ["  serving: mini (default), tiny", f"  models from: {models_dir}"]
     assert status == 0

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from camserve_client import Client
 from camserve.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
+from camserve_client import Client
 from tests.dense_matching import (
     assert_decisive,
     assert_largest_area_decisive,

@@ -19,8 +19,8 @@ import pytest
 import ray
 from ray import serve
 
-from camserve_client import AsyncClient, ExplainResult
 from camserve.cluster.ray_app import build_app
+from camserve_client import AsyncClient, ExplainResult
 from tests.harness.ray_cluster import LocalRay, local_ray, replica_counts, wait_routed
 from tests.support import image_bytes
 

@@ -1,7 +1,8 @@
 """Exports of a detector's dataset rows: Label Studio rectangles, CVAT boxes and FiftyOne
 detections carry the rows' explained boxes, classes and scores; FiftyOne's heatmaps are the
 rows' maps, and an image in which nothing was found is a sample with no detections. The rows
-come from the dataset actor (``app/camserve/dataset/actors.py``), here without Ray, running camserve's
+come from the dataset actor (``app/camserve/dataset/actors.py``), here without Ray, running
+camserve's
 trained shape detector on generated scenes of three or more shapes. Every export is built from
 the rows themselves (no second computation), so it must carry their numbers exactly."""
 

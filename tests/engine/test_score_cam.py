@@ -1,4 +1,5 @@
-"""Score-CAM's masked passes (app/camserve/engine/score_cam.py): flat channels share one pass, a channel
+"""Score-CAM's masked passes (app/camserve/engine/score_cam.py): flat channels share one pass, a
+channel
 budget scores only the most varied channels, and the channels-last layout and reduced precision
 change the maps only by rounding and leave the model as it was."""
 

@@ -1,4 +1,5 @@
-"""The store of asynchronous jobs (app/camserve/serving/async_jobs.py): bounded in number, answers kept
+"""The store of asynchronous jobs (app/camserve/serving/async_jobs.py): bounded in number, answers
+kept
 for a limited time, each job its owner's only."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The page follows the server's models without a reload (``app/camserve/web/static/modelwatch.js``): on a
+"""The page follows the server's models without a reload
+(``app/camserve/web/static/modelwatch.js``): on a
 server that polls its models folder, a manifest added, changed or removed shows in the model list
 and in a note, and an image explained by a reloaded model is explained again by the new version."""
 

@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from tests.integration.live import LiveServer, live_server
 from tests.support import image_bytes, write_test_models
-from tests.web.pages import WebPage
+from tests.web.pages import PHONE, WebPage
 
 pytestmark = pytest.mark.slow
 
@@ -81,3 +81,27 @@ def test_a_score_cam_request_shows_a_rising_progress_bar_then_its_answer(
     assert len(polls) >= 3
     assert all(call == f"GET {location}" for call in polls)
     assert web.error_text() == ""
+
+
+def test_on_a_phone_the_progress_bar_spans_the_results_and_stays_on_screen(
+    web: WebPage, photo: Path
+) -> None:
+    """At 375 px the bar sits within the screen's width, as wide as the results it waits for,
+    and readable (a few pixels tall at least)."""
+    web.page.set_viewport_size(PHONE)
+    web.page.select_option("#model", "tiny")
+    web.upload(photo)
+    web.explain_after("select_option", "#layer", "layer2")
+    web.page.check(SCORE_CAM_BOX)
+    web.page.wait_for_function(PARTWAY)
+    bar = web.page.locator(BAR).bounding_box()
+    results = web.page.locator("#results").bounding_box()
+    assert bar is not None
+    assert results is not None
+    web.screenshot("partway-phone")
+    assert bar["x"] >= 0
+    assert bar["x"] + bar["width"] <= PHONE["width"]
+    assert bar["width"] >= 0.8 * min(results["width"], PHONE["width"])
+    assert bar["height"] >= 3
+    web.wait_until_idle()
+    assert [card["method"] for card in web.cards()] == ["gradcam", "scorecam"]

@@ -23,6 +23,7 @@ from camserve.api.listening import listening_sockets
 from camserve.api.startup_report import page_url, startup_report
 from camserve.config import Settings
 from camserve.engine.errors import ModelError
+from camserve.engine.models.shipped import describe_models_folder
 from camserve.serving.served_models import ModelHub
 from camserve.serving.worker import BatchingWorker
 
@@ -123,7 +124,13 @@ def run_server(settings: Settings) -> None:
         url = page_url(settings.host, settings.port)
         chosen = "port" in settings.model_fields_set
         text = startup_report(
-            url, served, default, snapshot.failures, settings.port, port_chosen=chosen
+            url,
+            served,
+            default,
+            snapshot.failures,
+            settings.port,
+            port_chosen=chosen,
+            models_from=describe_models_folder(settings.models_dir),
         )
         print(text, flush=True)
 

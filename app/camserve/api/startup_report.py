@@ -40,15 +40,19 @@ def startup_report(
     port: int,
     *,
     port_chosen: bool = False,
+    models_from: str | None = None,
 ) -> str:
     """A few lines: the page and API docs, the served models (the default marked), each model
     that failed with its message, which ends with the fix, and how to choose the port, unless
-    it was chosen (``port_chosen``: a flag or the environment named it)."""
+    it was chosen (``port_chosen``: a flag or the environment named it); ``models_from`` says
+    where the manifests were read."""
     names = [f"{name} (default)" if name == default else name for name in served]
     lines = [
         f"camserve is ready: open {url} (API docs: {url}docs)",
         f"  serving: {', '.join(names) if names else 'no model'}",
     ]
+    if models_from is not None:
+        lines.append(f"  models from: {models_from}")
     lines += [f"  not served: {name}: {reason}" for name, reason in failures.items()]
     if not port_chosen:
         lines.append(another_port_hint(port))

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from camserve.cli.lazy_commands import cli
 from camserve.engine.errors import CamserveError, ManifestError
 from camserve.engine.models.manifest import ModelSpec, load_manifests
+from camserve.engine.models.shipped import models_folder
 
 if TYPE_CHECKING:
     from camserve.engine.models.registry import LoadedModel
@@ -33,7 +34,12 @@ console = Console(stderr=True)
 
 ModelsDir = Annotated[
     Path,
-    typer.Option("--models-dir", envvar="CAMSERVE_MODELS_DIR", help="Folder of model manifests."),
+    typer.Option(
+        "--models-dir",
+        envvar="CAMSERVE_MODELS_DIR",
+        help="Folder of model manifests (default: ./models, else the shipped models).",
+        callback=models_folder,
+    ),
 ]
 
 

@@ -24,14 +24,14 @@ from camserve.cli.common import (
 )
 from camserve.cli.folder_explainer import ExplainOptions, FileResult, explain_files, write_summary
 from camserve.cli.remote_explainer import explain_remotely
-from camserve_client import CamserveError as ClientError
-from camserve_client import Client
 from camserve.config import DEFAULT_MODELS_DIR
 from camserve.dataset.explained import with_model_defaults
 from camserve.engine.engine import CamEngine
 from camserve.engine.errors import CamserveError
 from camserve.engine.fusion import FUSED_LAYER
 from camserve.engine.images.image_files import InputFile, find_images
+from camserve_client import CamserveError as ClientError
+from camserve_client import Client
 
 __all__ = ["explain", "with_model_defaults"]
 

@@ -23,7 +23,6 @@ from camserve.cli.common import (
     console,
     fail,
 )
-from camserve_client.progress import ProgressReport
 from camserve.config import DEFAULT_MODELS_DIR
 from camserve.dataset.explained import ExplainOptions
 from camserve.dataset.run_place import IN_PROCESS_BELOW, RunPlace
@@ -33,6 +32,7 @@ from camserve.engine.fusion import FUSED_LAYER
 from camserve.engine.images.regions import parse_threshold
 from camserve.engine.models.manifest import ModelSpec
 from camserve.serving.served_models import find_spec, first_loadable
+from camserve_client.progress import ProgressReport
 
 if TYPE_CHECKING:
     from camserve.dataset.job import DatasetJob, DatasetSummary

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 from difflib import get_close_matches
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer._click import Command, Context  # what Typer's commands are built on
@@ -19,7 +19,7 @@ from typer._click.exceptions import UsageError
 from typer.main import get_command_from_info, get_command_name
 from typer.models import CommandInfo
 
-from camserve import SUMMARY
+from camserve import SUMMARY, __version__
 from camserve.cli.help_names import ReadableGroup, use_readable_help
 
 __all__ = ["COMMAND_MODULES", "LazyCommandGroup", "cli"]
@@ -83,11 +83,27 @@ cli = typer.Typer(
 """The app every command module registers on (through ``camserve.cli.common``)."""
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"camserve {__version__}")
+        raise typer.Exit
+
+
 @cli.callback()
-def camserve_options() -> None:
-    # camserve takes no options of its own; a callback makes Typer build a group however many
-    # commands are registered yet (LazyCommandGroup registers each on first use).
-    pass
+def camserve_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print camserve's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    # The callback also makes Typer build a group however many commands are registered yet
+    # (LazyCommandGroup registers each on first use).
+    del version
 
 
 def _built(name: str) -> Command:

@@ -18,6 +18,7 @@ from camserve.cli.common import ModelsDir, cli, fail
 from camserve.cli.path_wrapping import wrap_at_separators
 from camserve.engine.errors import CamserveError
 from camserve.engine.models.manifest import DEFAULT_MODELS_DIR, ModelSpec, load_manifests
+from camserve.engine.models.shipped import describe_models_folder
 from camserve.engine.models.weights_status import WeightsStatus, weights_status
 
 __all__ = ["list_models"]
@@ -41,7 +42,8 @@ FIELD_COLUMN = max(len(field) for field in FIELDS) + 2
 
 @cli.command("models")
 def list_models(models_dir: ModelsDir = DEFAULT_MODELS_DIR) -> None:
-    """List the models in the models folder: target layer, weights and whether they are here."""
+    """List the models in the models folder (where it is, its target layer, its weights and
+    whether they are here)."""
     try:
         specs = load_manifests(models_dir)
     except CamserveError as error:
@@ -52,6 +54,9 @@ def list_models(models_dir: ModelsDir = DEFAULT_MODELS_DIR) -> None:
         for spec, status in zip(specs, statuses, strict=True)
     ]
     output = Console()
+    origin = describe_models_folder(models_dir)
+    for line in wrap_at_separators(f"manifests from {origin}:", output.width):
+        output.print(line, highlight=False, soft_wrap=True)
     output.print(_fitting(output, rows))
     for spec, status in zip(specs, statuses, strict=True):
         if not status.ready:

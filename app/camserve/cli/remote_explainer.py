@@ -13,6 +13,7 @@ from contextlib import closing
 from pathlib import Path
 
 from camserve.cli.folder_explainer import ExplainOptions, FileResult, file_name_part
+from camserve.engine.images.image_files import InputFile
 from camserve_client import (
     BadRequestError,
     CamserveError,
@@ -24,7 +25,6 @@ from camserve_client import (
     UnsupportedMediaTypeError,
 )
 from camserve_client.options import ExplainOptions as RequestOptions
-from camserve.engine.images.image_files import InputFile
 
 __all__ = ["FILE_ERRORS", "explain_remotely"]
 

@@ -6,7 +6,8 @@
 
 Each method's field holds its first explained class (rank 1), as FiftyOne keeps one heatmap
 per field. A detector's rows give the fields ``camserve export-fiftyone`` writes for a
-detector (``app/camserve/labeling/fiftyone_dense.py``): its explained detections as ``Detections`` and
+detector (``app/camserve/labeling/fiftyone_dense.py``): its explained detections as ``Detections``
+and
 one ``Heatmap`` per (method, detection); an image in which it found nothing is a sample with
 no detections.
 """

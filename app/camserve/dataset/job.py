@@ -2,9 +2,11 @@
 process or on Ray Data.
 
 ``plan_dataset`` lists the images, leaves out those the output already holds (setting aside
-files a stopped run left half-written) and chooses where the rest run (``camserve.dataset.run_place``:
+files a stopped run left half-written) and chooses where the rest run
+(``camserve.dataset.run_place``:
 a small job here, a large one on Ray); ``run_plan`` runs them, in this process
-(``camserve.dataset.in_process``) or on Ray Data (``camserve.dataset.ray_pipeline``), telling its caller
+(``camserve.dataset.in_process``) or on Ray Data (``camserve.dataset.ray_pipeline``), telling its
+caller
 of the images done as it goes. Both write the same rows (the same ``Explainer``), a Parquet file
 per batch.
 

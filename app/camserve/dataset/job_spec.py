@@ -1,4 +1,5 @@
-"""``DatasetJob``: what one ``explain-dataset`` run is asked to do (``camserve.dataset.job`` runs it,
+"""``DatasetJob``: what one ``explain-dataset`` run is asked to do (``camserve.dataset.job`` runs
+it,
 in this process or on Ray)."""
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 Studio's import takes (``[{"data": {...}, "predictions": [{"model_version", "score",
 "result"}]}]``), one task per explained image and one prediction per CAM method; for a
 detector's rows, one prediction of its explained detections (``camserve detections``), filled
-as the ML backend fills a detector's (``app/camserve/labeling/labelstudio_dense.py``): each box whose
+as the ML backend fills a detector's (``app/camserve/labeling/labelstudio_dense.py``): each box
+whose
 class maps to a project label, scored by the detection's score.
 
 The results are built by ``app/camserve/labeling/labelstudio_results.py``, as the ML backend builds
@@ -37,7 +38,8 @@ class TaskOptions:
     """The project's labeling config (XML); ``None``: ``default_controls``."""
     image_paths: TaskImagePaths = field(default_factory=TaskImagePaths)
     """How each image's path is written in its task: after a prefix (a URL, or
-    ``/data/local-files/?d=`` and relative to the local files root; ``camserve.dataset.local_files``)."""
+    ``/data/local-files/?d=`` and relative to the local files root;
+    ``camserve.dataset.local_files``)."""
     mapping: Mapping[str, str] = field(default_factory=dict)
     """Model label → project label, where the names differ."""
 

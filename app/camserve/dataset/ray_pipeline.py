@@ -1,6 +1,7 @@
 """A dataset job's images explained on Ray Data: the image list → ``map_batches`` over a pool
 of actors (``camserve.dataset.actors``), each holding one ``CamEngine`` (one per GPU with
-``num_gpus=1``; on CPUs one per CPU slot, with one torch thread each; ``camserve.dataset.actor_pool``
+``num_gpus=1``; on CPUs one per CPU slot, with one torch thread each;
+``camserve.dataset.actor_pool``
 sizes the pool), reading and decoding its own images, and writing each block's rows as a Parquet
 file while the rest is still being explained. The driver is told of each block as it comes
 back."""

@@ -128,7 +128,8 @@ class CamResults:
     gradient method on a layer that can never carry a gradient); the other pairs of the same
     pass are unaffected."""
     captured: CapturedPass | None = None
-    """The pass the maps were computed from (for keeping it: ``app/camserve/serving/kept_passes.py``)."""
+    """The pass the maps were computed from (for keeping it:
+    ``app/camserve/serving/kept_passes.py``)."""
     fusion_parts: dict[tuple[str, str], CamMaps] = field(default_factory=dict)
     """The maps of the layers hooked only to be fused (not asked for themselves), by (layer,
     method): what ``fused`` was made of."""

@@ -4,16 +4,16 @@ under the manifest's resize policy or another one."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from camserve.engine.engine import CamEngine
 from camserve.engine.images.resize_policy import ResizePolicy
 from camserve.engine.models.manifest import load_manifest
 from camserve.engine.models.registry import LoadedModel, load_model
+from camserve.engine.models.shipped import SHIPPED_MODELS_DIR
 
 __all__ = ["LAST_BLOCK", "MANIFEST", "efficientnet_lite0", "efficientnet_lite0_engine"]
 
-MANIFEST = Path(__file__).resolve().parents[2] / "models" / "efficientnet_lite0.toml"
+MANIFEST = SHIPPED_MODELS_DIR / "efficientnet_lite0.toml"
 LAST_BLOCK = "blocks.6"
 """The last block: pytorch-grad-cam's usual target layer for an EfficientNet."""
 

@@ -192,8 +192,8 @@ def write_demo_model(model: nn.Module, report: TrainingReport, folder: Path) -> 
     manifest = folder / f"{DEMO_NAME}.toml"
     manifest.write_text(
         "# camserve's demo model, trained by `camserve train-demo` on generated scenes\n"
-        "# (app/camserve/quality/scenes.py): five shapes on cluttered, textured backgrounds of every size\n"
-        "# and aspect ratio, letterboxed to the input so that a circle stays round.\n"
+        "# (camserve.quality.scenes): five shapes on cluttered, textured backgrounds of every\n"
+        "# size and aspect ratio, letterboxed to the input so that a circle stays round.\n"
         f'name = "{DEMO_NAME}"\n'
         f'architecture = "{SHAPES_NET}"\n'
         f'weights = "{checkpoint.name}"\n'

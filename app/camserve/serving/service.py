@@ -41,7 +41,14 @@ from camserve.serving.task_options import (
     detection_request,
     region_request,
 )
-from camserve.serving.worker import BatchingWorker, BatchKey, Job, JobResult, RenderOptions, Reservation
+from camserve.serving.worker import (
+    BatchingWorker,
+    BatchKey,
+    Job,
+    JobResult,
+    RenderOptions,
+    Reservation,
+)
 
 __all__ = ["ClientDisconnectedError", "Outcome", "Service"]
 

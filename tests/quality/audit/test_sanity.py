@@ -18,7 +18,15 @@ from camserve.quality.audit.sanity import SANITY_THRESHOLD, sanity_curves
 from camserve.quality.datasets import samples_from_folder
 from tests.support import SHIPPED_MODELS
 
-SAMPLES = Path(__file__).resolve().parents[3] / "app" / "camserve" / "web" / "static" / "samples" / "shapes"
+SAMPLES = (
+    Path(__file__).resolve().parents[3]
+    / "app"
+    / "camserve"
+    / "web"
+    / "static"
+    / "samples"
+    / "shapes"
+)
 
 
 @pytest.fixture(scope="module")

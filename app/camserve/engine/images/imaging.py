@@ -3,7 +3,8 @@
 Decoding treats every upload as hostile. The format is identified and the header read first;
 width x height is compared with the caller's pixel limit before a single pixel is decoded, so a
 small file that declares a huge canvas (a decompression bomb) is refused without allocating it.
-Every failure leaves as one of the ``ImageError`` classes of :mod:`camserve.engine.errors`, never as a
+Every failure leaves as one of the ``ImageError`` classes of :mod:`camserve.engine.errors`, never
+as a
 raw Pillow exception, and no Pillow setting is changed (``Image.MAX_IMAGE_PIXELS`` and
 ``ImageFile.LOAD_TRUNCATED_IMAGES`` keep whatever values the process gave them).
 

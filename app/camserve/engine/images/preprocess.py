@@ -14,7 +14,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from camserve.engine.images.resize_policy import Placement, ResizePolicy, fit_to_input, placement_for
+from camserve.engine.images.resize_policy import (
+    Placement,
+    ResizePolicy,
+    fit_to_input,
+    placement_for,
+)
 
 __all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "INTERPOLATIONS", "Preprocessing", "group_by_size"]
 

@@ -1,7 +1,8 @@
 """The torchvision families camserve explains, their default target layers, and loading.
 
 ``load_model`` turns a validated ``ModelSpec`` into a ready ``LoadedModel``: the module built
-from torchvision (or, for ``source = "timm"`` / ``"huggingface"``, by ``app/camserve/engine/models/sources``)
+from torchvision (or, for ``source = "timm"`` / ``"huggingface"``, by
+``app/camserve/engine/models/sources``)
 with the right number of classes, its weights applied, its labels and target
 layer resolved. Everything a manifest can get wrong fails here, at load time, not on the first
 request.
@@ -36,7 +37,12 @@ from camserve.engine.models.sources.huggingface_source import load_huggingface
 from camserve.engine.models.sources.timm_source import load_timm
 from camserve.engine.models.sources.transformer_layers import transformer_default_layer
 from camserve.engine.models.tokens import describe_layout, logits_of
-from camserve.engine.models.weights import WeightsKind, WeightsSource, apply_state_dict, resolve_weights
+from camserve.engine.models.weights import (
+    WeightsKind,
+    WeightsSource,
+    apply_state_dict,
+    resolve_weights,
+)
 
 __all__ = [
     "DEFAULT_NUM_CLASSES",

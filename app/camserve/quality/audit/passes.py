@@ -2,7 +2,8 @@
 
 ``camserve audit`` owns its engine and runs every pass here and now (``Passes``). The server's
 engines belong to its batching worker, which serialises every pass; there the report hands each
-pass to the worker as a small unit of low-priority work (``camserve.quality.served.worker_passes``), so
+pass to the worker as a small unit of low-priority work
+(``camserve.quality.served.worker_passes``), so
 that requests keep being answered while a report is computed. Everything else the report does
 (imputation, rank correlations, SSIM) runs on the caller's thread.
 """

@@ -1,4 +1,5 @@
-"""Where models come from besides torchvision (``app/camserve/engine/models/registry.py``): timm and Hugging
+"""Where models come from besides torchvision (``app/camserve/engine/models/registry.py``): timm
+and Hugging
 Face transformers, each an optional extra, loaded into the same ``SourceModel`` shape."""
 
 from __future__ import annotations
