@@ -78,6 +78,7 @@ SETTINGS = {
     "codec_threads": 1,
     "log_level": "warning",
     "labelstudio_enabled": False,
+    "audit": False,  # no explanation report computed beside the requests measured
 }
 GOALS = {"ray-1 / direct": 0.9, "ray-2 / ray-1": 1.6}
 DISTINCT_IMAGES = 16

@@ -158,6 +158,9 @@ class Settings(BaseSettings):
         description="Megabytes of decoded uploads kept by the sha256 of their bytes, so the "
         "same file sent again is neither decoded nor hashed again; 0 keeps none.",
     )
+    audit: bool = Field(True, description="Compute each served version's explanation report.")
+    audit_dir: Path | None = Field(None, description="Where reports are kept; unset: the cache.")
+    audit_max_images: int = Field(8, ge=1, le=256, description="Most images in a report.")
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated origins allowed by CORS."
     )

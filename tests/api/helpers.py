@@ -36,7 +36,8 @@ def make_settings(models_dir: Path, **overrides: Any) -> Settings:
     (which the worker sets in its own thread: under ``CAMSERVE_TEST_THREADS=2`` the test thread
     runs two and the worker one, see ``tests/threads.py``), the answer cache and the kept
     passes off (many tests send one image again and again to watch the worker and its batches;
-    the caches' own tests turn them on), plus ``overrides``."""
+    the caches' own tests turn them on), no explanation reports (their own tests turn them on),
+    plus ``overrides``."""
     values: dict[str, Any] = {
         "models_dir": models_dir,
         "device": "cpu",
@@ -44,6 +45,7 @@ def make_settings(models_dir: Path, **overrides: Any) -> Settings:
         "torch_threads": torch_threads_for_servers(),
         "cache_mb": 0,
         "pass_cache_mb": 0,
+        "audit": False,
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]

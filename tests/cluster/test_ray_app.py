@@ -61,6 +61,7 @@ SETTINGS: dict[str, Any] = {
     "max_upload_bytes": 1_000_000,
     "labelstudio_enabled": False,
     "request_timeout_s": 10,
+    "audit": False,  # no explanation report computed beside the requests counted here
 }
 PROXY_TIMEOUT_S = 15.0
 """The proxy ends what a replica never answers (one that died under it) with 408."""

@@ -203,7 +203,8 @@ def camserve_environment(
     """This process's environment without CAMSERVE_* variables or a terminal size (as in a
     container), plus ``models_dir``, warning-level logs, the answer cache and the kept passes
     off (servers under test compute every request unless ``settings`` names ``cache_mb`` or
-    ``pass_cache_mb``), ``settings`` as
+    ``pass_cache_mb``), no explanation reports (unless ``settings`` names ``audit``; a report
+    would run passes between the requests a test counts), ``settings`` as
     CAMSERVE_* variables, and ``extra`` variables as they are."""
     env = {
         key: value
@@ -214,6 +215,7 @@ def camserve_environment(
     env["CAMSERVE_LOG_LEVEL"] = "warning"
     env["CAMSERVE_CACHE_MB"] = "0"
     env["CAMSERVE_PASS_CACHE_MB"] = "0"
+    env["CAMSERVE_AUDIT"] = "false"
     env.update({f"CAMSERVE_{key.upper()}": str(value) for key, value in (settings or {}).items()})
     env.update(extra or {})
     return env

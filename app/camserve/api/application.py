@@ -26,6 +26,7 @@ from camserve.api import (
     labelstudio_routes,
     model_routes,
     ops_routes,
+    report_routes,
     repository_routes,
     v2_routes,
 )
@@ -36,6 +37,7 @@ from camserve.api.middleware import RequestContextMiddleware
 from camserve.config import Settings, load_settings
 from camserve.labeling.labelstudio_backend import LabelStudioBackend
 from camserve.labeling.task_images import ImageSourceConfig, TaskImageFetcher
+from camserve.quality.served.reports import ExplanationReports
 from camserve.serving.callers import KeyRing
 from camserve.serving.logs import configure_logging
 from camserve.serving.runtime import build_service
@@ -75,11 +77,13 @@ def create_app(
     settings = settings or load_settings()
     configure_logging(settings.log_level)
     service = build_service(settings, on_fatal, on_loaded)
+    reports = ExplanationReports(settings, service.worker, service.metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.worker.start()
         service.control.start()
+        reports.start()
         fetcher = TaskImageFetcher(_image_sources(settings))
         app.state.labelstudio = LabelStudioBackend.from_service(service, fetcher)
         try:
@@ -90,6 +94,7 @@ def create_app(
                 logger.warning(
                     "the worker is still busy after %.0f s; exiting without it", WORKER_STOP_S
                 )
+            await asyncio.to_thread(reports.stop, CONTROL_STOP_S)
             await fetcher.aclose()
             service.codecs.shutdown(wait=True)
 
@@ -104,6 +109,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.service = service
+    app.state.reports = reports
     install_error_handlers(app)
     if settings.cors_origins:
         app.add_middleware(
@@ -141,6 +147,7 @@ def create_app(
     v1.include_router(explain_routes.router)
     v1.include_router(job_routes.router)
     v1.include_router(model_routes.router)
+    v1.include_router(report_routes.router)
     v1.include_router(kserve_routes.router)
     app.include_router(v1)
     app.include_router(v2_routes.router, dependencies=[Depends(require_api_key)])

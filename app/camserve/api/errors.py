@@ -1,10 +1,10 @@
 """Every error as ``{"error": {"code", "message"}}`` with its documented HTTP status.
 
-400 bad image or refused image reference · 401 missing/wrong key · 404 unknown model ·
-413 too large · 415 unsupported type · 422 invalid parameter · 429 queue full (with Retry-After) ·
-502 an image's source failed · 503 loading or shutting down (with Retry-After), or a model that
-failed to load (without) · 504 deadline passed or an image's source too slow · 500 only for real
-faults (generic message, traceback in the log).
+400 bad image or refused image reference · 401 missing/wrong key · 404 unknown model, job, or
+reports off · 413 too large · 415 unsupported type · 422 invalid parameter · 429 queue full
+(with Retry-After) · 502 an image's source failed · 503 loading or shutting down (with
+Retry-After), or a model that failed to load (without) · 504 deadline passed or an image's
+source too slow · 500 only for real faults (generic message, traceback in the log).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.CamserveError], int], ...] = (
     (service_errors.UnauthorizedError, 401),
     (errors.UnknownModelError, 404),
     (service_errors.UnknownJobError, 404),
+    (service_errors.ReportsOffError, 404),
     (service_errors.PayloadTooLargeError, 413),
     (service_errors.UnsupportedMediaTypeError, 415),
     (errors.ExplanationError, 422),

@@ -25,15 +25,13 @@ from camserve.engine.models.registry import load_model
 from camserve.quality.audit.candidates import DEFAULT_METHODS, candidate_layers
 from camserve.quality.audit.faithfulness import DEFAULT_CURVE_STEPS
 from camserve.quality.audit.files import write_audit
+from camserve.quality.audit.reference import SAMPLES, reference_folder
 from camserve.quality.audit.road import DEFAULT_PERCENTILES
 from camserve.quality.audit.run import Audit, AuditSettings, run_audit
 from camserve.quality.datasets import samples_from_folder
 from camserve.serving.model_versions import ModelVersions
 
 __all__ = ["SAMPLES", "audit_command", "reference_folder"]
-
-SAMPLES = Path(__file__).resolve().parents[1] / "web" / "static" / "samples"
-"""The page's samples: a folder named after a model is its reference set, photos otherwise."""
 
 
 @cli.command("audit")
@@ -100,18 +98,13 @@ def audit_command(
             settings,
             model=spec.name,
             version=ModelVersions().version_of(spec),
-            on_progress=lambda message: console.print(f"[dim]{message}[/]", highlight=False),
+            on_progress=lambda message, _done: console.print(f"[dim]{message}[/]", highlight=False),
         )
     except (CamserveError, ValueError) as error:
         raise fail(str(error)) from error
     paths = write_audit(audit, output)
     typer.echo(_summary(audit, timings))
     console.print(f"wrote {', '.join(str(path) for path in paths.values())}", highlight=False)
-
-
-def reference_folder(model: str) -> Path:
-    named = SAMPLES / model
-    return named if named.is_dir() else SAMPLES / "photos"
 
 
 def _names(text: str | None) -> list[str]:

@@ -54,6 +54,8 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "MethodScores",
     "NotApplicable",
+    "class_probability",
+    "curve_aucs",
     "deletion_and_insertion_auc",
     "evaluate",
 ]
@@ -298,7 +300,14 @@ def deletion_and_insertion_auc(
 ) -> tuple[float, float]:
     """RISE deletion and insertion AUC of one map ``heat`` (h, w) over the preprocessed model
     input ``image`` (3, h, w), scored by ``engine``'s probability of class ``target``."""
-    score = _class_probability(engine, target)
+    return curve_aucs(class_probability(engine.probabilities, target), image, heat, curve_steps)
+
+
+def curve_aucs(
+    score: Callable[[Tensor], Tensor], image: Tensor, heat: Tensor, curve_steps: int
+) -> tuple[float, float]:
+    """``deletion_and_insertion_auc`` scored by ``score`` (model inputs (N, 3, h, w) to the
+    explained class's probability (N,))."""
     aucs = []
     for curve in (deletion_curve, insertion_curve):
         fractions, scores = curve(image, heat, score, curve_steps, chunk_size=CURVE_CHUNK_SIZE)
@@ -306,8 +315,12 @@ def deletion_and_insertion_auc(
     return aucs[0], aucs[1]
 
 
-def _class_probability(engine: CamEngine, target: int) -> Callable[[Tensor], Tensor]:
+def class_probability(
+    probabilities: Callable[[Tensor], Tensor], target: int
+) -> Callable[[Tensor], Tensor]:
+    """The probability of class ``target`` of a batch of model inputs."""
+
     def score(images: Tensor) -> Tensor:
-        return engine.probabilities(images)[:, target]
+        return probabilities(images)[:, target]
 
     return score

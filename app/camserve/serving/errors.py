@@ -11,6 +11,7 @@ see them; the engine itself never raises one. The HTTP layer maps each to its st
     │   └── BasicAuthError         401  missing or wrong basic auth (Label Studio backend)
     ├── PayloadTooLargeError       413  the upload is larger than allowed
     ├── UnknownJobError            404  no such job of this caller (or it was dropped)
+    ├── ReportsOffError            404  explanation reports are off (CAMSERVE_AUDIT=false)
     ├── UnsupportedMediaTypeError  415  the request's content type is not an image
     ├── OverDeadlineError          422  the request's estimated work exceeds its deadline
     ├── QueueFullError             429  the bounded queue is full (retry later)
@@ -35,6 +36,7 @@ __all__ = [
     "OverDeadlineError",
     "PayloadTooLargeError",
     "QueueFullError",
+    "ReportsOffError",
     "ShuttingDownError",
     "TooManyJobsError",
     "UnauthorizedError",
@@ -98,6 +100,12 @@ class UnknownJobError(ServiceError, LookupError):
     cancelled, or dropped after its answer was kept long enough."""
 
     code = "unknown_job"
+
+
+class ReportsOffError(ServiceError, LookupError):
+    """``GET /v1/models/{name}/report`` on a server whose reports are off (``audit``)."""
+
+    code = "reports_off"
 
 
 class NotReadyError(ServiceError):

@@ -21,6 +21,8 @@ from camserve.engine.models.weights_kind import WeightsKind, weights_kind
 __all__ = ["VERSION_DIGITS", "ModelVersions"]
 
 VERSION_DIGITS = 12
+UNVERSIONED_FIELDS = frozenset({"source_dir", "audit_images"})
+"""Manifest fields that change no answer: where the manifest lies, the report's images."""
 CHUNK_BYTES = 1 << 20
 
 FileSignature = tuple[int, int, int]
@@ -35,7 +37,7 @@ class ModelVersions:
         self._lock = threading.Lock()
 
     def version_of(self, spec: ModelSpec) -> str:
-        digest = hashlib.sha256(spec.model_dump_json(exclude={"source_dir"}).encode())
+        digest = hashlib.sha256(spec.model_dump_json(exclude=set(UNVERSIONED_FIELDS)).encode())
         for path in _files_of(spec):
             digest.update(self._file_digest(path))
         return digest.hexdigest()[:VERSION_DIGITS]

@@ -132,6 +132,43 @@ class Metrics:
             registry=self.registry,
         )
 
+        self._drift_series: set[tuple[str, str]] = set()
+        self.reports = Counter(
+            "camserve_explanation_reports",
+            "Explanation reports of model versions by outcome: computed, reused (found on "
+            "disk, kept by an earlier run) or failed.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.drift_moved = Gauge(
+            "camserve_explanation_drift_moved_ratio",
+            "After the last reload of the model, the share of the reference images whose map "
+            "peak moved (at the model's default layer), by method.",
+            ["model", "method"],
+            registry=self.registry,
+        )
+        self.drift_rank = Gauge(
+            "camserve_explanation_drift_rank_correlation",
+            "After the last reload of the model, the mean Spearman rank correlation of the new "
+            "version's maps with the old one's on the reference images (default layer).",
+            ["model", "method"],
+            registry=self.registry,
+        )
+
+    def set_drift(self, model: str, method: str, moved_ratio: float, rank: float) -> None:
+        """The drift of ``model``'s ``method`` after its last reload."""
+        self.drift_moved.labels(model, method).set(moved_ratio)
+        self.drift_rank.labels(model, method).set(rank)
+        self._drift_series.add((model, method))
+
+    def forget_drift(self, model: str) -> None:
+        """Drop ``model``'s drift series (it is served no more, or reloaded again): the series
+        stay as few as the served models times the methods."""
+        for labels in [series for series in self._drift_series if series[0] == model]:
+            self.drift_moved.remove(*labels)
+            self.drift_rank.remove(*labels)
+            self._drift_series.discard(labels)
+
     def observe_wait(self, caller: str, job_class: str, seconds: float) -> None:
         """A job's queue wait under its class and its caller's label: a key's name as it is,
         ``anonymous`` for any other caller, so that the series stay as few as the keys (client

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from camserve.engine.errors import InvalidTargetError, MethodNotApplicableError
 from camserve.engine.methods import METHODS
@@ -40,6 +41,9 @@ class ServedModel:
     a detector or a segmenter, which CAM does not explain."""
     version: str = ""
     """Derived from the manifest and the weights it names (``model_versions.py``)."""
+    reference_images: Path | None = None
+    """The manifest's folder of reference images for the explanation report (``None``: the
+    shipped samples)."""
 
     @property
     def score_cam_seconds(self) -> dict[str, float]:

@@ -170,7 +170,7 @@ class ModelHub:
             autocast=autocast,
             score_cam_batch_size=self.settings.score_cam_batch_size,
         )
-        return explainer, replace(served, version=version)
+        return explainer, replace(served, version=version, reference_images=spec.audit_folder())
 
     def publish(self, served: ServedModel) -> None:
         """``served`` is the version the API describes and validates requests against."""

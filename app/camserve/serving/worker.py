@@ -13,7 +13,9 @@ interleave.
 
 The queue is shared fairly between callers (``fair_queue.py``: one FIFO each, batches filled in
 turn, a bound per caller). A long batch (Score-CAM) runs in slices of about ``slice_s``: between
-two slices the worker runs one waiting short batch, on this thread (``slices.py``).
+two slices the worker runs one waiting short batch, on this thread (``slices.py``). With no job
+queued it runs low-priority units (``run_when_idle``, ``idle_work.py``: a background report's
+passes, a few images each), so that a job queued meanwhile waits for one unit at most.
 
 Each model has one current version (a ``LiveVersion``: its engine and what the API knows of it).
 A job is pinned to a version when it is queued: the one its request was validated against while
@@ -30,15 +32,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import replace
+from typing import TypeVar
 
 from torch import set_num_threads
 
 from camserve.engine.engine import CamEngine
 from camserve.engine.images.render import RenderOptions
 from camserve.serving.batch_dispatch import explain_batch
-from camserve.serving.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
+from camserve.serving.errors import DeadlineExceededError
 from camserve.serving.fair_queue import FairQueue
+from camserve.serving.idle_work import IdleUnit, IdleWork
 from camserve.serving.jobs import (
     PREDICTIONS,
     BatchAbandonedError,
@@ -51,8 +56,10 @@ from camserve.serving.jobs import (
 from camserve.serving.live_versions import Explainer, LiveVersion, VersionTable, free_memory
 from camserve.serving.pass_store import PassStore
 from camserve.serving.prometheus import Metrics
+from camserve.serving.queue_door import QueueDoor
 from camserve.serving.segmenter_jobs import is_segmenter
 from camserve.serving.slices import Pause, Slicer
+from camserve.serving.version_news import VersionNews
 
 __all__ = [
     "PREDICTIONS",
@@ -70,8 +77,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 
-class BatchingWorker:
+
+class BatchingWorker(QueueDoor):
     """Owns the engines of one device and serialises every forward/backward pass in its thread,
     which sets its own ``torch_threads`` (OpenMP's count belongs to each thread; 0: default)."""
 
@@ -113,6 +122,9 @@ class BatchingWorker:
         self._thread = threading.Thread(target=self._run, name="camserve-worker", daemon=True)
         self.batch_seconds = 0.0
         """Exponential moving average of a batch's duration, for Retry-After estimates."""
+        self._idle_work = IdleWork()
+        self.news = VersionNews()
+        """Tells its observer of every version made current (at start and later) and removal."""
 
     # ------------------------------------------------------------------ caller side
 
@@ -124,6 +136,7 @@ class BatchingWorker:
         ``timeout`` seconds); whether it ended (a daemon thread does not hold the process)."""
         with self._condition:
             self._stopping = True
+            self._idle_work.cancel_all()
             self._condition.notify_all()
         if self._thread.is_alive():
             self._thread.join(timeout)
@@ -152,9 +165,11 @@ class BatchingWorker:
         """Make ``live`` the current version of ``name``: jobs queued from now on run on it;
         those pinned to the version it replaces still run on that one."""
         with self._condition:
+            previous = self._versions.current.get(name)
             self._versions.install(name, live)
             dropped = self._versions.drop_unpinned(self._queue)
         free_memory(dropped)
+        self.news.installed(name, live, previous)
 
     def remove(self, name: str) -> None:
         """Take ``name`` out of service: no new job is pinned to it; those already queued or
@@ -163,35 +178,22 @@ class BatchingWorker:
             self._versions.remove(name)
             dropped = self._versions.drop_unpinned(self._queue)
         free_memory(dropped)
+        self.news.removed(name)
+
+    def run_when_idle(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` (one small unit: a pass of a few images) on the worker's thread once no
+        job is queued; its result or error comes in the future, which is cancelled if the
+        worker stops first. A job queued meanwhile waits for the unit under way, no more."""
+        with self._condition:
+            done = self._idle_work.add(work, refused=self._stopping)
+            self._condition.notify_all()
+            return done
 
     def version_of(self, name: str) -> str | None:
         """The current version of ``name`` (``None``: not served)."""
         with self._condition:
             live = self._versions.current.get(name)
             return None if live is None else live.version
-
-    def reserve(self, sender: str = "") -> Reservation:
-        """Hold one queue slot for ``sender``'s request before its upload is read (429 when
-        none is free, in total or of ``sender``'s share), so that a full queue refuses
-        requests without reading or decoding them."""
-        with self._condition:
-            self._check_open()
-            if (refused := self._queue.refusal(sender)) is not None:
-                raise self._queue_full(refused)
-            self._queue.reserve(sender)
-            return Reservation(sender=sender)
-
-    def refusal(self, sender: str = "") -> QueueFullError | None:
-        """The 429 a new request of ``sender`` would get from ``reserve`` now, or ``None``
-        while a slot is free; reserves nothing (a fast path for refusing at the door)."""
-        with self._condition:
-            refused = None if self._stopping else self._queue.refusal(sender)
-            return None if refused is None else self._queue_full(refused)
-
-    def release(self, reservation: Reservation) -> None:
-        """Give back a slot that was not used (or do nothing when ``submit`` used it)."""
-        with self._condition:
-            self._unhold(reservation)
 
     def submit(self, jobs: Sequence[Job], reservation: Reservation | None = None) -> None:
         """Queue ``jobs`` together, or none of them (429 when the queue is full); a held
@@ -218,30 +220,17 @@ class BatchingWorker:
                 self._queue.remove(job)
             self._metrics.queue_depth.set(len(self._queue))
 
-    def _check_open(self) -> None:
-        if self._stopping:
-            raise ShuttingDownError("the service is shutting down; retry on another replica")
-
-    def _queue_full(self, message: str) -> QueueFullError:
-        return QueueFullError(message, retry_after_s=self._retry_after())
-
-    def _unhold(self, reservation: Reservation) -> None:
-        if reservation.held:
-            reservation.held = False
-            self._queue.unreserve(reservation.sender)
-
-    def _retry_after(self) -> int:
-        batches_ahead = len(self._queue) / self.max_batch_size + 1
-        return max(1, round(batches_ahead * self.batch_seconds))
-
     # ------------------------------------------------------------------ worker thread
 
     def _run(self) -> None:
         if self._torch_threads:
             set_num_threads(self._torch_threads)
         self._install_loaded()
-        while (batch := self._next_batch()) is not None:
-            self._process(batch)
+        while (work := self._next_batch()) is not None:
+            if isinstance(work, IdleUnit):
+                work.run()
+                continue
+            self._process(work)
             self._after_batch()
 
     def _install_loaded(self) -> None:
@@ -251,10 +240,15 @@ class BatchingWorker:
             loaded = self._startup()
         except Exception:
             logger.exception("the worker's start-up failed; no model will be served")
+        installed = {
+            name: entry if isinstance(entry, LiveVersion) else LiveVersion(entry)
+            for name, entry in loaded.items()
+        }
         with self._condition:
-            for name, entry in loaded.items():
-                live = entry if isinstance(entry, LiveVersion) else LiveVersion(entry)
+            for name, live in installed.items():
                 self._versions.install(name, live)
+        for name, live in installed.items():
+            self.news.installed(name, live)
 
     def _after_batch(self) -> None:
         """Drop the versions that only the finished batch still needed."""
@@ -263,15 +257,18 @@ class BatchingWorker:
             dropped = self._versions.drop_unpinned(self._queue)
         free_memory(dropped)
 
-    def _next_batch(self) -> list[Job] | None:
+    def _next_batch(self) -> list[Job] | IdleUnit | None:
         """The oldest job plus compatible ones, once the batch is full or its wait is over; a
-        job that arrived while the worker was idle, with nothing else queued, starts at once."""
+        job that arrived while the worker was idle, with nothing else queued, starts at once.
+        With no job queued, a unit of idle work, if one waits."""
         with self._condition:
             if not self._queue:
                 self._idle_since = time.monotonic()
             while not self._queue:
                 if self._stopping:
                     return None
+                if (unit := self._idle_work.take()) is not None:
+                    return unit
                 self._condition.wait()
             first = self._queue.first()
             assert first is not None

@@ -19,6 +19,7 @@ A manifest names the model, where its architecture and weights come from::
                                    # detectors and segmenters (models/dense.py)
     min_size = 800                 # detection only, optional: the detector's own resize
     max_size = 1333                #   (shorter side to min_size, longer side at most max_size)
+    audit_images = "reference/"    # optional: the explanation report's reference images
 
 ``input_size``, ``mean``, ``std``, ``interpolation`` and ``labels`` default to what the source
 publishes with the model (timm's pretrained config, Hugging Face's ``preprocessor_config.json``
@@ -106,6 +107,10 @@ class ModelSpec(BaseModel):
     """A detector's internal resize: the shorter side it scales images to (torchvision's
     ``min_size``); ``max_size`` bounds the longer side."""
     max_size: int | None = Field(default=None, ge=16)
+    audit_images: str | None = Field(default=None, min_length=1)
+    """A folder of reference images for the server's explanation report (relative paths from
+    the manifest's folder); default: the shipped samples named after the model, else the sample
+    photos. Not part of the model's version: it changes no answer."""
     source_dir: Path | None = None
 
     @field_validator("name")
@@ -199,6 +204,10 @@ class ModelSpec(BaseModel):
         if path.is_absolute() or self.source_dir is None:
             return path
         return self.source_dir / path
+
+    def audit_folder(self) -> Path | None:
+        """``audit_images`` resolved, if given."""
+        return None if self.audit_images is None else self.resolve_path(self.audit_images)
 
     def load_labels(self) -> list[str] | None:
         """The labels given in the manifest, read from their file where a path was given."""

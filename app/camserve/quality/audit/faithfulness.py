@@ -11,9 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from camserve.engine.engine import CamEngine
-from camserve.quality.audit.road import ImputationCache, RoadScores, road_scores
-from camserve.quality.evaluate import deletion_and_insertion_auc
+from camserve.quality.audit.road import ImputationCache, ProbabilityFn, RoadScores, road_scores
+from camserve.quality.evaluate import class_probability, curve_aucs
 
 __all__ = ["DEFAULT_CURVE_STEPS", "Faithfulness", "faithfulness"]
 
@@ -32,7 +31,7 @@ class Faithfulness:
 
 
 def faithfulness(
-    engine: CamEngine,
+    probabilities: ProbabilityFn,
     inputs: Tensor,
     maps: Tensor,
     targets: Sequence[int],
@@ -42,10 +41,11 @@ def faithfulness(
     cache: ImputationCache,
     seed: int = 0,
 ) -> Faithfulness:
-    """The scores of ``maps`` (B, H, W), in [0, 1] at the input's size, over ``inputs``."""
+    """The scores of ``maps`` (B, H, W), in [0, 1] at the input's size, over ``inputs``, the
+    model's class probabilities given by ``probabilities``."""
     started = time.perf_counter()
     road = road_scores(
-        engine.probabilities,
+        probabilities,
         inputs,
         maps.detach().to("cpu", torch.float32).numpy(),
         targets,
@@ -54,7 +54,7 @@ def faithfulness(
         cache=cache,
     )
     curves = [
-        deletion_and_insertion_auc(engine, image, heat, target, curve_steps)
+        curve_aucs(class_probability(probabilities, target), image, heat, curve_steps)
         for image, heat, target in zip(inputs, maps, targets, strict=True)
     ]
     deletion, insertion = np.mean(np.asarray(curves), axis=0)

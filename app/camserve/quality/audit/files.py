@@ -6,9 +6,9 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any
 
 from camserve.quality.audit.chart import write_chart
+from camserve.quality.audit.report_json import audit_json
 from camserve.quality.audit.run import Audit, AuditRow
 
 __all__ = ["CSV_COLUMNS", "audit_json", "write_audit"]
@@ -46,57 +46,6 @@ def write_audit(audit: Audit, folder: Path) -> dict[str, Path]:
         writer.writerows(_csv_row(row) for row in audit.rows)
     write_chart(audit, paths["png"])
     return paths
-
-
-def audit_json(audit: Audit) -> dict[str, Any]:
-    settings = audit.settings
-    return {
-        "model": audit.model,
-        "version": audit.version,
-        "images": audit.images,
-        "settings": {
-            "methods": list(settings.methods),
-            "layers": list(settings.layers),
-            "road_percentiles": list(settings.percentiles),
-            "curve_steps": settings.curve_steps,
-            "seed": settings.seed,
-        },
-        "sanity_rule": (
-            f"fails when the mean Spearman correlation with the trained model's maps is "
-            f"{audit.threshold:g} or more once everything down to the last block is randomised"
-        ),
-        "rows": [_row_json(row) for row in audit.rows],
-        "left_out": [
-            {"method": method, "layer": layer, "reason": reason}
-            for (method, layer), reason in audit.left_out.items()
-        ],
-        "seconds": {stage: round(value, 3) for stage, value in audit.seconds.items()},
-    }
-
-
-def _row_json(row: AuditRow) -> dict[str, Any]:
-    sanity, faithful, placed = row.sanity, row.faithfulness, row.localisation
-    return {
-        "method": row.method,
-        "layer": row.layer,
-        "sanity": {
-            "passed": sanity.passed,
-            "steps": list(sanity.steps),
-            "spearman": list(sanity.spearman),
-            "ssim": list(sanity.ssim),
-            "decisive_step": sanity.decisive_step,
-        },
-        "faithfulness": {
-            "road": faithful.road.combined,
-            "road_percentiles": list(faithful.road.percentiles),
-            "road_morf": list(faithful.road.most_relevant_first),
-            "road_lerf": list(faithful.road.least_relevant_first),
-            "deletion_auc": faithful.deletion_auc,
-            "insertion_auc": faithful.insertion_auc,
-        },
-        "localisation": None if placed is None else vars(placed),
-        "seconds": faithful.seconds,
-    }
 
 
 def _csv_row(row: AuditRow) -> list[object]:

@@ -55,10 +55,11 @@ def last_block(model: nn.Module) -> str:
     raise ValueError("the model has no block of several weighted layers")
 
 
-def cascade(model: nn.Module, seed: int = 0) -> Iterator[RandomisedStep]:
+def cascade(model: nn.Module, seed: int = 0, *, copied: bool = False) -> Iterator[RandomisedStep]:
     """A copy of ``model`` randomised one more unit at each step, from the logits down; each
-    step yields the same copy, changed in place (hold no step past the next)."""
-    randomised = copy.deepcopy(model)
+    step yields the same copy, changed in place (hold no step past the next). ``copied``:
+    ``model`` is a copy already, randomised in place."""
+    randomised = model if copied else copy.deepcopy(model)
     modules = dict(randomised.named_modules())
     generator = torch.Generator().manual_seed(seed)
     for count, unit in enumerate(cascade_units(randomised), start=1):

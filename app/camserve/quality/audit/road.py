@@ -23,7 +23,7 @@ from torch import Tensor
 
 from camserve.quality.audit.imputation import impute
 
-__all__ = ["DEFAULT_PERCENTILES", "ImputationCache", "RoadScores", "road_scores"]
+__all__ = ["DEFAULT_PERCENTILES", "ImputationCache", "ProbabilityFn", "RoadScores", "road_scores"]
 
 DEFAULT_PERCENTILES: tuple[int, ...] = (50, 70, 90)
 """Remove 50 %, 30 % and 10 % of the pixels: the part of the curve that tells maps apart, at a

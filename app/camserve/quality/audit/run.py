@@ -8,18 +8,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
-from torch import Tensor
 
 from camserve.engine.engine import CamEngine
 from camserve.engine.images.render import upsample_maps
 from camserve.quality.audit.candidates import Pair, engine_maps
 from camserve.quality.audit.faithfulness import DEFAULT_CURVE_STEPS, Faithfulness, faithfulness
 from camserve.quality.audit.localisation import Localisation, localisation
+from camserve.quality.audit.passes import Passes
+from camserve.quality.audit.randomisation import cascade_units, last_block
+from camserve.quality.audit.reference import ReferenceMaps, reference_maps
 from camserve.quality.audit.road import DEFAULT_PERCENTILES, ImputationCache
 from camserve.quality.audit.sanity import SANITY_THRESHOLD, SanityCurve, sanity_curves
 from camserve.quality.datasets import EvalSample
 
-__all__ = ["Audit", "AuditRow", "AuditSettings", "run_audit"]
+__all__ = ["Audit", "AuditRow", "AuditSettings", "Progress", "run_audit"]
+
+Progress = Callable[[str, float], None]
+"""What the report has just done, and the fraction of its work done so far (0 to 1)."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,8 @@ class AuditSettings:
     percentiles: tuple[int, ...] = DEFAULT_PERCENTILES
     curve_steps: int = DEFAULT_CURVE_STEPS
     seed: int = 0
+    full_cascade: bool = True
+    """False: the cascade stops at the rule's step, the last block (the server's report)."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,7 @@ class Audit:
     threshold: float = SANITY_THRESHOLD
 
 
-def _ignore(_message: str) -> None:
+def _ignore(_message: str, _done: float) -> None:
     return None
 
 
@@ -64,37 +71,46 @@ def run_audit(
     *,
     model: str,
     version: str,
-    on_progress: Callable[[str], None] = _ignore,
+    on_progress: Progress = _ignore,
+    passes: Passes | None = None,
+    on_reference: Callable[[ReferenceMaps], None] | None = None,
 ) -> Audit:
     """The report of ``engine``'s model on ``samples``, each explaining its label when known,
-    else the trained model's top class."""
-    if not samples:
-        raise ValueError("the reference set holds no images")
+    else the trained model's top class. ``passes``: where the passes run (here by default);
+    ``on_reference``: told the trained model's maps as soon as they are computed."""
+    passes = passes or Passes()
     started = time.perf_counter()
     audit = Audit(model, version, [sample.name for sample in samples], settings)
-    inputs = engine.preprocessing([sample.image for sample in samples], engine.device)
-    targets = _targets(engine, inputs, samples)
-    source = engine_maps(settings.methods, settings.layers)
-    trained = source(engine, inputs, targets)
-    audit.left_out.update(source.refusals)
+    reference = reference_maps(engine, samples, settings.methods, settings.layers, passes)
+    audit.left_out.update(reference.refusals)
     audit.seconds["trained maps"] = time.perf_counter() - started
+    steps = _cascade_steps(engine, settings)
+    total = 1 + steps + len(reference.maps)
+    on_progress("trained maps", 1 / total)
+    if on_reference is not None:
+        on_reference(reference)
+    inputs, targets, trained = reference.inputs, reference.targets, reference.maps
     mark = time.perf_counter()
+    done = iter(range(2, total + 1))
     curves = sanity_curves(
         engine,
         inputs,
         targets,
-        source,
+        passes.maps(engine_maps(settings.methods, settings.layers)),
         seed=settings.seed,
         trained_maps=trained,
-        on_step=lambda unit: on_progress(f"sanity: randomised {unit}"),
+        on_step=lambda unit: on_progress(f"sanity: randomised {unit}", next(done) / total),
+        passes=passes,
+        full_cascade=settings.full_cascade,
     )
     audit.seconds["sanity"] = time.perf_counter() - mark
     mark = time.perf_counter()
     cache = ImputationCache()
+    probabilities = passes.probabilities(engine)
     for curve in curves:
         pair = (curve.method, curve.layer)
         scores = faithfulness(
-            engine,
+            probabilities,
             inputs,
             trained[pair],
             targets.tolist(),
@@ -105,25 +121,19 @@ def run_audit(
         )
         placed = _localisation(engine, samples, trained[pair])
         audit.rows.append(AuditRow(curve.method, curve.layer, curve, scores, placed))
-        on_progress(f"faithfulness: {curve.method} at {curve.layer}")
+        on_progress(f"faithfulness: {curve.method} at {curve.layer}", next(done) / total)
     audit.seconds["faithfulness"] = time.perf_counter() - mark
     audit.seconds["total"] = time.perf_counter() - started
     return audit
 
 
-def _targets(engine: CamEngine, inputs: Tensor, samples: Sequence[EvalSample]) -> Tensor:
-    predicted = engine.probabilities(inputs).argmax(dim=1).cpu()
-    labels = [sample.label for sample in samples]
-    return torch.tensor(
-        [
-            label if label is not None else int(top)
-            for label, top in zip(labels, predicted, strict=True)
-        ]
-    )
+def _cascade_steps(engine: CamEngine, settings: AuditSettings) -> int:
+    units = cascade_units(engine.model)
+    return len(units) if settings.full_cascade else units.index(last_block(engine.model)) + 1
 
 
 def _localisation(
-    engine: CamEngine, samples: Sequence[EvalSample], maps: Tensor
+    engine: CamEngine, samples: Sequence[EvalSample], maps: torch.Tensor
 ) -> Localisation | None:
     """The localisation scores of the maps on the images with a box, each map put back on its
     image as the resize policy placed it."""

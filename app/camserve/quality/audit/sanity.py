@@ -15,6 +15,7 @@ keeps (an edge map: 1.0; Eigen-CAM: 0.8 to 1.0).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from torch import Tensor
 
 from camserve.engine.engine import CamEngine
 from camserve.quality.audit.candidates import MapSource, Pair
+from camserve.quality.audit.passes import Passes
 from camserve.quality.audit.randomisation import cascade, cascade_units, last_block
 from camserve.quality.audit.similarity import spearman, ssim
 
@@ -64,17 +66,27 @@ def sanity_curves(
     seed: int = 0,
     trained_maps: dict[Pair, Tensor] | None = None,
     on_step: Callable[[str], None] | None = None,
+    passes: Passes | None = None,
+    full_cascade: bool = True,
 ) -> list[SanityCurve]:
     """The cascade's curves for every pair ``source`` maps on the trained ``engine`` (or in
-    ``trained_maps``, when they were computed already)."""
+    ``trained_maps``, when they were computed already). Without ``full_cascade`` the cascade
+    stops at the rule's step (the last block), which is all the rule reads. ``passes``: where
+    the model is copied (never while a pass holds hooks on it) and the copy's engine made;
+    ``source`` runs its own passes."""
+    passes = passes or Passes()
     trained = _as_numpy(trained_maps or source(engine, inputs, targets))
     units = cascade_units(engine.model)
     decisive = units.index(last_block(engine.model))
+    steps = units if full_cascade else units[: decisive + 1]
     similarities: dict[Pair, list[tuple[float, float]]] = {pair: [] for pair in trained}
+    model = passes.run(lambda: copy.deepcopy(engine.model))
     randomised_engine: CamEngine | None = None
-    for step in cascade(engine.model, seed):
+    for step in cascade(model, seed, copied=True):
+        if step.units > len(steps):
+            break
         if randomised_engine is None:  # the cascade changes one copy in place: one engine
-            randomised_engine = _engine_for(engine, step.model)
+            randomised_engine = passes.run(lambda: _engine_for(engine, model))
         randomised = _as_numpy(source(randomised_engine, inputs, targets))
         for pair, maps in trained.items():
             after = randomised.get(pair, np.zeros_like(maps))
@@ -85,7 +97,7 @@ def sanity_curves(
         SanityCurve(
             method,
             layer,
-            tuple(units),
+            tuple(steps),
             tuple(rank for rank, _ in values),
             tuple(structure for _, structure in values),
             decisive,

@@ -1,0 +1,38 @@
+"""Where the report's forward and backward passes run.
+
+``camserve audit`` owns its engine and runs every pass here and now (``Passes``). The server's
+engines belong to its batching worker, which serialises every pass; there the report hands each
+pass to the worker as a small unit of low-priority work
+(``camserve.quality.served.worker_passes``), so
+that requests keep being answered while a report is computed. Everything else the report does
+(imputation, rank correlations, SSIM) runs on the caller's thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from camserve.engine.engine import CamEngine
+from camserve.quality.audit.candidates import MapSource
+from camserve.quality.audit.road import ProbabilityFn
+
+__all__ = ["Passes", "ProbabilityFn"]
+
+T = TypeVar("T")
+
+
+class Passes:
+    """Runs each pass at once, on the calling thread."""
+
+    def run(self, work: Callable[[], T]) -> T:
+        """``work()``: something that runs the model or copies it (never while a pass runs)."""
+        return work()
+
+    def maps(self, source: MapSource) -> MapSource:
+        """``source``, its passes run through ``run``."""
+        return source
+
+    def probabilities(self, engine: CamEngine) -> ProbabilityFn:
+        """``engine``'s class probabilities, its passes run through ``run``."""
+        return engine.probabilities

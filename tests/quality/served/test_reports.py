@@ -1,0 +1,74 @@
+"""What the reports hold per model before their thread runs: a queued report for each classifier
+version the worker makes current, ``unsupported`` for a segmenter or a detector, none after the
+model is removed, and nothing at all on a server whose reports are off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from camserve.config import Settings
+from camserve.quality.served.reports import ExplanationReports
+from camserve.serving.errors import ReportsOffError
+from camserve.serving.live_versions import LiveVersion
+from camserve.serving.prometheus import Metrics
+from camserve.serving.served_model import ServedModel
+from camserve.serving.worker import BatchingWorker
+from tests.serving.test_worker import make_worker, small_engine
+
+
+def served(version: str, task: str = "classification") -> ServedModel:
+    return ServedModel(
+        name="small",
+        architecture="small",
+        weights="random",
+        description="",
+        layer="features",
+        method="gradcam",
+        candidate_layers=["features"],
+        layer_names=frozenset({"features"}),
+        labels=["a", "b", "c", "d", "e"],
+        input_size=(32, 32),
+        device="cpu",
+        task=task,  # type: ignore[arg-type]
+        version=version,
+    )
+
+
+def reports(tmp_path: Path, *, audit: bool = True) -> tuple[ExplanationReports, BatchingWorker]:
+    worker, _ = make_worker({})
+    settings = Settings(_env_file=None, audit=audit, audit_dir=tmp_path)  # type: ignore[call-arg]
+    return ExplanationReports(settings, worker, Metrics()), worker
+
+
+def test_each_new_version_is_queued_and_a_segmenter_is_unsupported(tmp_path: Path) -> None:
+    kept, worker = reports(tmp_path)
+    assert worker.news.observer is kept
+    first = LiveVersion(small_engine(), served("v1"))
+    worker.news.installed("small", first)
+    assert kept.report_of(served("v1"))["state"] == "queued"
+    worker.news.installed("small", LiveVersion(small_engine(), served("v2")), first)
+    body = kept.report_of(served("v2"))
+    assert (body["model_version"], body["state"], body["progress"]) == ("v2", "queued", 0.0)
+    assert len(kept._jobs) == 1  # v1's queued report was dropped for v2's
+    worker.news.installed("small", LiveVersion(small_engine(), served("v3", "segmentation")))
+    body = kept.report_of(served("v3", "segmentation"))
+    assert body["state"] == "unsupported"
+    assert body["message"] == "the explanation report covers classifiers"
+    assert len(kept._jobs) == 0
+
+
+def test_a_removed_model_has_no_report_left(tmp_path: Path) -> None:
+    kept, worker = reports(tmp_path)
+    worker.news.installed("small", LiveVersion(small_engine(), served("v1")))
+    worker.news.removed("small")
+    assert len(kept._jobs) == 0
+    assert kept.report_of(served("v1"))["stage"] == ""  # a placeholder: nothing known
+
+
+def test_reports_off_observe_nothing_and_answer_an_error(tmp_path: Path) -> None:
+    kept, worker = reports(tmp_path, audit=False)
+    assert worker.news.observer is None
+    with pytest.raises(ReportsOffError, match="CAMSERVE_AUDIT=false"):
+        kept.report_of(served("v1"))

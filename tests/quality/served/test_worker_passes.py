@@ -1,0 +1,72 @@
+"""A report's passes through the worker: in units of a few images, each on the worker's thread,
+with the maps and probabilities of a pass at once; stopped when no longer wanted or when the
+worker stops."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from torch import Tensor
+
+from camserve.engine.engine import CamEngine
+from camserve.quality.audit.candidates import Pair, engine_maps
+from camserve.quality.served.worker_passes import ReportCancelledError, WorkerPasses
+from tests.serving.test_worker import make_worker, random_image, small_engine
+from tests.tolerances import NETWORK, assert_float32_close
+
+IMAGES = 5
+
+
+def test_maps_and_probabilities_come_in_units_and_match_a_pass_at_once() -> None:
+    engine = small_engine()
+    worker, _ = make_worker({"small": engine})
+    worker.start()
+    try:
+        inputs = engine.preprocessing(
+            [random_image(seed=seed) for seed in range(IMAGES)], engine.device
+        )
+        targets = torch.tensor([0, 1, 2, 3, 4])
+        threads: list[str] = []
+
+        both = engine_maps(["gradcam", "eigencam"], ["features"])
+
+        def source(engine: CamEngine, inputs: Tensor, targets: Tensor) -> dict[Pair, Tensor]:
+            threads.append(threading.current_thread().name)
+            return both(engine, inputs, targets)
+
+        passes = WorkerPasses(worker, 2, lambda: True)
+        maps = passes.maps(source)(engine, inputs, targets)
+        probabilities = passes.probabilities(engine)(inputs)
+        units = worker._idle_work.ran
+    finally:
+        worker.stop(10)
+    at_once = engine_maps(["gradcam", "eigencam"], ["features"])(engine, inputs, targets)
+    assert threads == ["camserve-worker"] * 3  # 2 + 2 + 1 images
+    assert units == 6  # three units of maps, three of probabilities
+    assert set(maps) == {("gradcam", "features"), ("eigencam", "features")}
+    for pair, heat in at_once.items():  # batches of two against one of five: a network apart
+        assert_float32_close(maps[pair], heat, NETWORK)
+    assert_float32_close(probabilities, engine.probabilities(inputs), NETWORK)
+
+
+def test_a_report_no_longer_wanted_stops_before_its_next_unit() -> None:
+    engine = small_engine()
+    worker, _ = make_worker({"small": engine})
+    worker.start()
+    try:
+        passes = WorkerPasses(worker, 2, lambda: False)
+        with pytest.raises(ReportCancelledError):
+            passes.run(lambda: 1)
+        assert worker._idle_work.ran == 0
+    finally:
+        worker.stop(10)
+
+
+def test_a_stopped_worker_cancels_the_report() -> None:
+    worker, _ = make_worker({"small": small_engine()})
+    worker.start()
+    worker.stop(10)
+    with pytest.raises(ReportCancelledError):
+        WorkerPasses(worker, 2, lambda: True).run(lambda: 1)
