@@ -37,9 +37,16 @@ def test_the_environment_set_up_announces_itself_and_keeps_pip_quiet(tmp_path: P
         env={**os.environ, "CALLS": str(calls)},
     )
 
-    assert completed.stdout == f"Setting up {venv} (first run only, about 2-3 minutes)...\n"
+    assert completed.stdout.splitlines() == [
+        f"Setting up {venv} to serve (first run only, about 2 minutes)...",
+        f"Adding the development tools to {venv} (first run only, about 2-3 minutes)...",
+    ]
     assert completed.stderr == ""
     pip_calls = calls.read_text().splitlines()
-    assert len(pip_calls) == 2
+    assert len(pip_calls) == 3  # pip itself, what serving needs, the development set
     assert all(call.startswith("-m pip install --quiet") for call in pip_calls)
+    assert "-e ./client -e ." in pip_calls[1]
+    assert pip_calls[1].rstrip().endswith("-e .")  # make serve: no development extra
+    assert pip_calls[2].rstrip().endswith("-e .[dev]")
+    assert (venv / ".serve-stamp").is_file()
     assert (venv / ".installed-stamp").is_file()
