@@ -175,7 +175,19 @@ def build_image(base: str, variant: str, work: Path) -> tuple[float, int]:
     seconds = time.monotonic() - started
     size = int(podman("image", "inspect", "--format", "{{.Size}}", IMAGE, capture=True))
     log(f"built in {seconds:.0f} s, {size / 1e9:.2f} GB")
+    check_version_label()
     return seconds, size
+
+
+def check_version_label() -> None:
+    """The image's version label, ``camserve --version`` inside it and the package agree."""
+    version = (ROOT / "client" / "camserve_client" / "VERSION").read_text().strip()
+    label_format = '{{index .Labels "org.opencontainers.image.version"}}'
+    label = podman("image", "inspect", "--format", label_format, IMAGE, capture=True).strip()
+    said = podman("run", "--rm", IMAGE, "camserve", "--version", capture=True).strip()
+    if (label, said) != (version, f"camserve {version}"):
+        raise SystemExit(f"label {label!r} and {said!r} disagree with the package's {version}")
+    log(f"labelled and installed as camserve {version}")
 
 
 def mounted_models(work: Path) -> Path:
