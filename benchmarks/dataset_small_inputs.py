@@ -46,6 +46,8 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image, ImageOps
 
+from camserve.web.routes import SAMPLES_DIR
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -53,7 +55,7 @@ from benchmarks.http_throughput import load_average, machine_line  # noqa: E402
 from camserve.dataset.output_files import read_rows  # noqa: E402
 from camserve.dataset.run_place import IN_PROCESS_BELOW  # noqa: E402
 
-PHOTOS = REPO / "app" / "camserve" / "web" / "static" / "samples" / "photos"
+PHOTOS = SAMPLES_DIR / "photos"
 LONG_SIDES = (320, 640)
 SMALLEST_CROP = 0.6
 JPEG_QUALITY = 90

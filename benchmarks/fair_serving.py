@@ -51,9 +51,10 @@ from benchmarks.http_throughput import (
     percentile,
     running_server,
 )
+from camserve.web.routes import SAMPLES_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
-PHOTOS = ROOT / "app" / "camserve" / "web" / "static" / "samples" / "photos"
+PHOTOS = SAMPLES_DIR / "photos"
 MODEL = "efficientnet_lite0"
 SIZE = (640, 480)
 MAX_BATCH_SIZE = 8

@@ -12,6 +12,7 @@ import numpy as np
 from PIL import Image
 
 from camserve.quality.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scene_at
+from camserve.web.routes import SAMPLES_DIR
 
 TINY_LABELS = [f"shape {i}" for i in range(10)]
 
@@ -115,15 +116,7 @@ def image_bytes(
     return encode_image(pixels, image_format)
 
 
-SAMPLE_PHOTOS = (
-    Path(__file__).resolve().parents[1]
-    / "app"
-    / "camserve"
-    / "web"
-    / "static"
-    / "samples"
-    / "photos"
-)
+SAMPLE_PHOTOS = SAMPLES_DIR / "photos"
 """The page's sample photos (free licences, see their NOTICE)."""
 
 

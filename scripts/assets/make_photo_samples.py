@@ -22,15 +22,9 @@ import numpy.typing as npt
 from PIL import Image
 from skimage import data
 
-PHOTOS_DIR = (
-    Path(__file__).resolve().parents[2]
-    / "app"
-    / "camserve"
-    / "web"
-    / "static"
-    / "samples"
-    / "photos"
-)
+from camserve.web.routes import SAMPLES_DIR
+
+PHOTOS_DIR = SAMPLES_DIR / "photos"
 LONG_SIDES = (640, 600, 560, 520, 480, 440, 400)
 MAX_BYTES = 50_000
 JPEG_QUALITY = 85

@@ -55,9 +55,9 @@ from camserve.quality.object_scenes import (
 )
 from camserve.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, scene_at
 from camserve.serving.served_models import find_spec
+from camserve.web.routes import SAMPLES_DIR as SAMPLES_ROOT
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES_ROOT = ROOT / "app" / "camserve" / "web" / "static" / "samples"
 SAMPLES_DIR = SAMPLES_ROOT / "shapes"
 DETECTOR = "shapes-detector"
 SEGMENTER = "shapes-segmenter"

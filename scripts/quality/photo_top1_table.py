@@ -18,10 +18,11 @@ from camserve.engine.images.imaging import as_image_tensor
 from camserve.engine.images.resize_policy import ResizePolicy
 from camserve.engine.models.manifest import load_manifest
 from camserve.engine.models.registry import LoadedModel, load_model
+from camserve.web.routes import SAMPLES_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "models" / "efficientnet_lite0.toml"
-PHOTOS = ROOT / "app" / "camserve" / "web" / "static" / "samples" / "photos"
+PHOTOS = SAMPLES_DIR / "photos"
 SETTINGS = (
     (224, ResizePolicy.STRETCH, "bilinear"),
     (224, ResizePolicy.LETTERBOX, "bicubic"),

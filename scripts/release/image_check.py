@@ -37,6 +37,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from camserve.web.routes import SAMPLES_DIR
 from scripts.release.image_check_requests import (
     RequestsInFlight,
     answer_requests_in_flight,
@@ -232,7 +233,7 @@ def wait_healthy(container: str = CONTAINER) -> float:
 
 def sample_photo() -> Path:
     """A real photo the default model knows (a cat), shipped as a page sample."""
-    return ROOT / "app" / "camserve" / "web" / "static" / "samples" / "photos" / "chelsea.jpg"
+    return SAMPLES_DIR / "photos" / "chelsea.jpg"
 
 
 def check_user_and_mounts(container: str = CONTAINER) -> int:

@@ -33,12 +33,13 @@ from pathlib import Path
 
 import httpx
 
+from camserve.web.routes import SAMPLES_DIR
 from tests.harness.live_server import LOOPBACK, ServerProcess, running, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = (ROOT / "client" / "camserve_client" / "VERSION").read_text().strip()
 SHIPPED = ("efficientnet_lite0", "shapes", "shapes-detector", "shapes-segmenter")
-SAMPLES = ROOT / "app" / "camserve" / "web" / "static" / "samples"
+
 UNRELATED_APP = (
     'raise SystemExit("this folder\'s own app package was imported: camserve must not be")\n'
 )
@@ -189,8 +190,8 @@ def check_served(server: ServerProcess, client_python: Path, folder: Path) -> di
     if v2.get("version") != VERSION:
         raise SystemExit(f"/v2 says version {v2.get('version')!r}, not {VERSION}")
     log(f"/v2 says {v2['name']} {v2['version']}")
-    photo = SAMPLES / "photos" / "chelsea.jpg"
-    star = SAMPLES / "shapes" / "star.jpg"
+    photo = SAMPLES_DIR / "photos" / "chelsea.jpg"
+    star = SAMPLES_DIR / "shapes" / "star.jpg"
     env = environment_without_camserve({})
     answer = json.loads(
         run([client_python, "-c", CLIENT_PROBE, server.base_url, photo, star], cwd=folder, env=env)

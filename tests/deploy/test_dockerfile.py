@@ -21,12 +21,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from camserve.web.routes import SAMPLES_DIR
 from tests.harness.live_server import ServerProcess, free_port, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 BIN = Path(sys.executable).parent
-SAMPLE = ROOT / "app" / "camserve" / "web" / "static" / "samples" / "photos" / "coffee.jpg"
+SAMPLE = SAMPLES_DIR / "photos" / "coffee.jpg"
 
 
 def instructions(keyword: str) -> list[str]:

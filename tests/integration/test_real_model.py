@@ -20,10 +20,11 @@ import pytest
 from PIL import Image
 
 from camserve.engine.methods import METHODS
+from camserve.web.routes import SAMPLES_DIR
 from tests.integration.live import LiveServer, live_server
 
 ROOT = Path(__file__).resolve().parents[2]
-PHOTOS = ROOT / "app" / "camserve" / "web" / "static" / "samples" / "photos"
+PHOTOS = SAMPLES_DIR / "photos"
 MODEL = "efficientnet_lite0"
 
 EXPECTED_TOP1 = {

@@ -12,18 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
+from camserve.web.routes import SAMPLES_DIR
 from tests.integration.live import LiveServer, live_server, poll_until
 from tests.support import SHIPPED_MODELS
 
-SAMPLE = (
-    Path(__file__).resolve().parents[2]
-    / "app"
-    / "camserve"
-    / "web"
-    / "static"
-    / "samples"
-    / "shapes"
-)
+SAMPLE = SAMPLES_DIR / "shapes"
 REPORT_LIMIT_S = 120.0
 SHORT_REQUESTS = 12
 SHORT_LIMIT_S = 2.0

@@ -20,11 +20,12 @@ from camserve.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, SceneSetting
 from camserve.quality.shape_check import check_shapes
 from camserve.quality.training import HELD_OUT_SEED, TRAIN_SEED, evaluate_accuracy
 from camserve.serving.served_models import find_spec
+from camserve.web.routes import SAMPLES_DIR
 from scripts.assets.make_samples import LEAST_PROBABILITY, best_samples
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "models"
-SAMPLES = ROOT / "app" / "camserve" / "web" / "static" / "samples" / "shapes"
+SAMPLES = SAMPLES_DIR / "shapes"
 FRESH_SEED = 7
 FOREIGN_SEED = 5
 """docs/quality.md measures seed 0 of the foreign generator; CI checks another seed."""

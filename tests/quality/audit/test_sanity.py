@@ -3,8 +3,6 @@ map of the image (blind to the weights by construction) fails."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from torch import Tensor
@@ -16,17 +14,10 @@ from camserve.quality.audit.candidates import Pair, engine_maps
 from camserve.quality.audit.randomisation import cascade, cascade_units, last_block
 from camserve.quality.audit.sanity import SANITY_THRESHOLD, sanity_curves
 from camserve.quality.datasets import samples_from_folder
+from camserve.web.routes import SAMPLES_DIR
 from tests.support import SHIPPED_MODELS
 
-SAMPLES = (
-    Path(__file__).resolve().parents[3]
-    / "app"
-    / "camserve"
-    / "web"
-    / "static"
-    / "samples"
-    / "shapes"
-)
+SAMPLES = SAMPLES_DIR / "shapes"
 
 
 @pytest.fixture(scope="module")
