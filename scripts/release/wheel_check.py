@@ -21,6 +21,7 @@ Everything is built in a temporary folder, removed at the end unless ``--keep``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -204,6 +205,12 @@ def check_served(server: ServerProcess, client_python: Path, folder: Path) -> di
     return dict(answer)
 
 
+def startup_report(log_text: str) -> list[str]:
+    """The start-up report's lines: "camserve is ready ..." and the indented lines after it."""
+    lines = log_text[log_text.index("camserve is ready") :].splitlines()
+    return [lines[0], *itertools.takewhile(lambda line: line.startswith("  "), lines[1:])]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
@@ -223,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         said = server.log(tail=None)
         if "models from: the models shipped with camserve" not in said:
             raise SystemExit(f"the start-up report does not say where the models are:\n{said}")
-        log("the start-up report says: " + said.split("models from: ", 1)[1].splitlines()[0])
+        log("camserve serve said:\n" + "\n".join(startup_report(said)))
         for name in ("server-venv", "client-venv"):
             log(f"installed size of {name}: {installed_megabytes(work / name):.0f} MB")
     finally:
