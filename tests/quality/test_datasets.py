@@ -17,8 +17,8 @@ from camserve.quality.datasets import (
     read_coco_boxes,
     read_csv_boxes,
     samples_from_folder,
-    samples_from_scenes,
 )
+from camserve.quality.scene_samples import samples_from_scenes
 from camserve.quality.scenes import HELD_OUT_SCENES, SHAPES, scene_at
 
 CLASSES = ["red", "green", "blue"]

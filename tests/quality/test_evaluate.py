@@ -14,13 +14,13 @@ from camserve.engine.images.preprocess import Preprocessing
 from camserve.engine.images.resize_policy import ResizePolicy
 from camserve.quality.datasets import (
     EvalSample,
-    samples_from_scenes,
 )
 from camserve.quality.evaluate import (
     NotApplicable,
     evaluate,
 )
 from camserve.quality.metrics import best_threshold_iou, localization_iou, pointing_game_hit
+from camserve.quality.scene_samples import samples_from_scenes
 from camserve.quality.scenes import HELD_OUT_SCENES, square_settings
 from tests.engine.models_for_tests import SmallConvNet, TinyGapNet
 

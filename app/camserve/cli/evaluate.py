@@ -31,7 +31,6 @@ from camserve.engine.models.registry import load_model
 from camserve.quality.datasets import (
     EvalSample,
     samples_from_folder,
-    samples_from_scenes,
 )
 from camserve.quality.evaluate import (
     DEFAULT_BATCH_SIZE,
@@ -45,6 +44,7 @@ from camserve.quality.report import (
     markdown_table,
     write_report,
 )
+from camserve.quality.scene_samples import samples_from_scenes
 from camserve.quality.scenes import SHAPES
 from camserve.quality.training import HELD_OUT_SEED
 

@@ -21,6 +21,7 @@ from typer.models import CommandInfo
 
 from camserve import SUMMARY, __version__
 from camserve.cli.help_names import ReadableGroup, use_readable_help
+from camserve.cli.missing_extras import command_needing_extra
 
 __all__ = ["COMMAND_MODULES", "LazyCommandGroup", "cli"]
 
@@ -107,8 +108,12 @@ def camserve_options(
 
 
 def _built(name: str) -> Command:
-    """Import ``name``'s module, which registers the command on ``cli``, and build it."""
-    importlib.import_module(f"camserve.cli.{COMMAND_MODULES[name]}")
+    """Import ``name``'s module, which registers the command on ``cli``, and build it (a
+    stand-in naming the extra to install when the module needs one)."""
+    try:
+        importlib.import_module(f"camserve.cli.{COMMAND_MODULES[name]}")
+    except ModuleNotFoundError as missing:
+        return command_needing_extra(name, missing)
     use_readable_help(cli)
     info = next(info for info in cli.registered_commands if _name_of(info) == name)
     return get_command_from_info(

@@ -1,5 +1,6 @@
-"""Evaluation datasets: generated scenes, or a folder of images with an optional CSV or COCO
-file of boxes. Undecodable files are reported and skipped."""
+"""Evaluation datasets: a folder of images with an optional CSV or COCO file of boxes (generated
+scenes: ``scene_samples.py``, which needs the scene generators' photos). Undecodable files are
+reported and skipped."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import torch
 from torch import Tensor
 
 from camserve.engine.errors import CamserveError, ImageError
@@ -21,7 +21,6 @@ from camserve.engine.images.imaging import decode_image
 from camserve.quality.metrics import (
     Box,
 )
-from camserve.quality.scenes import HELD_OUT_SCENES, SHAPES, SceneSettings, scenes
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +33,6 @@ __all__ = [
     "read_coco_boxes",
     "read_csv_boxes",
     "samples_from_folder",
-    "samples_from_scenes",
 ]
 
 
@@ -74,25 +72,6 @@ class SkippedFile:
 
     path: Path
     reason: str
-
-
-def samples_from_scenes(
-    seed: int,
-    count: int,
-    class_index: Callable[[str], int] | None = None,
-    settings: SceneSettings = HELD_OUT_SCENES,
-) -> list[EvalSample]:
-    """The first ``count`` generated scenes of ``seed``, each with its shape's class and box.
-
-    Labels are indices into ``SHAPES`` unless ``class_index`` maps the shape names to the
-    model's own classes. The scenes follow the held-out settings unless told otherwise.
-    """
-    samples = []
-    for index, scene in enumerate(scenes(seed, count, settings)):
-        label = class_index(SHAPES[scene.label]) if class_index else scene.label
-        pixels = torch.from_numpy(scene.image).permute(2, 0, 1).contiguous()
-        samples.append(EvalSample(f"scene-{seed}-{index}", pixels, label, scene.box))
-    return samples
 
 
 def samples_from_folder(
