@@ -114,6 +114,7 @@ def test_upload_shows_the_predictions_and_the_overlay(
     expect(web.page.locator("#status")).to_have_text("1 heatmap from tiny, layer layer4.")
     assert web.api_calls == [
         "GET /v1/models",
+        "GET /v1/models/mini/report",  # the first model; 404 reports_off: asked no more
         "POST /v1/explain?model=tiny&method=gradcam&alpha=0.5&colormap=jet"
         "&include=heatmap%2Cboxes&predictions=5&threshold=0.5",
     ]

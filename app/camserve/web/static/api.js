@@ -31,6 +31,12 @@ export class Api {
     return response.json();
   }
 
+  /** GET /v1/models/{name}/report: the model's explanation report, or how far it has come. */
+  async report(name, signal) {
+    const response = await this.send(`/v1/models/${encodeURIComponent(name)}/report`, { signal });
+    return response.json();
+  }
+
   /**
    * POST /v1/explain with `file` as the multipart field `image`. A Score-CAM request runs as a
    * job (Prefer: respond-async) whose progress the page follows until its answer is ready.

@@ -17,6 +17,8 @@ import { fillMethods } from './methods.js';
 import { describeChanges, ModelWatch } from './modelwatch.js';
 import { decodeHeatmap, decodeImage, loadColormaps } from './pixels.js';
 import { ProgressBar } from './progressbar.js';
+import { showReport } from './reportbadges.js';
+import { ReportWatch } from './reportwatch.js';
 import { listSamples, markChosenSample, sampleFile, showSamples } from './samples.js';
 import { addMaskLayer, isBackground, maskImage, showLegend, showMaskLayers } from './segments.js';
 import { Zoom } from './zoom.js';
@@ -42,6 +44,7 @@ const ui = {
   failedModels: { note: byId('failed-models'), summary: byId('failed-summary'), list: byId('failed-list') },
   layer: byId('layer'),
   methods: byId('methods'),
+  reportNote: byId('report-note'),
   classes: byId('classes'),
   classesField: byId('classes-field'),
   classesKind: byId('classes-kind'),
@@ -111,6 +114,7 @@ const api = new Api(
 );
 const watch = new ModelWatch((signal) => api.models(signal), followModels);
 const zoom = new Zoom(byId('zoom'));
+const reports = new ReportWatch((name, signal) => api.report(name, signal), showModelReport);
 
 start();
 
@@ -301,9 +305,18 @@ function fillModelControls() {
   fillMethodChoices(model);
 }
 
-/** The method checkboxes for `model` at the chosen layer, under the server's deadline. */
+/**
+ * The method checkboxes for `model` at the chosen layer, under the server's deadline, with the
+ * badges of its explanation report.
+ */
 function fillMethodChoices(model) {
   fillMethods(ui.methods, model, chosenLayer(), model?.default_method ?? DEFAULT_METHOD, state.deadline);
+  showModelReport(reports.follow(model));
+}
+
+/** The report `body` of the chosen model (null: none) beside its method checkboxes. */
+function showModelReport(body) {
+  showReport(ui.methods, ui.reportNote, body, chosenLayer());
 }
 
 /** The layer the next request explains: the chosen one, or the model's default. */
