@@ -153,7 +153,7 @@ def environment_without_camserve(extra: dict[str, str]) -> dict[str, str]:
     return {**kept, **extra}
 
 
-def check_versions(server_python: Path, client_python: Path, folder: Path) -> None:
+def check_commands(server_python: Path, client_python: Path, folder: Path) -> None:
     """Run in ``folder``, outside the clone: ``python -c`` puts its working directory first
     on the path."""
     camserve = server_python.parent / "camserve"
@@ -168,6 +168,14 @@ def check_versions(server_python: Path, client_python: Path, folder: Path) -> No
     if run([client_python, "-c", torch_probe], cwd=folder) != "None\n":
         raise SystemExit("torch is importable in the client's environment")
     log(f"camserve --version says {said!r}; both packages' metadata say {VERSION}")
+    helped = run([camserve, "--help"], cwd=folder)
+    if "camserve[quality]" not in " ".join(helped.split()):
+        raise SystemExit(f"camserve --help does not say what eval needs:\n{helped}")
+    wide = environment_without_camserve({"COLUMNS": "200"})
+    listed = run([camserve, "models"], cwd=folder, env=wide)
+    if not listed.startswith("manifests from the models shipped with camserve"):
+        raise SystemExit(f"camserve models does not say where the manifests are:\n{listed}")
+    log("camserve --help lists every command; camserve models says:\n" + listed.rstrip())
     log("the client's environment has no torch")
 
 
@@ -223,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server_python = fresh_environment(work / "server-venv", server_wheel, constraints=True)
         client_python = fresh_environment(work / "client-venv", client_wheel, constraints=False)
         empty = empty_folder_with_an_unrelated_app(work / "empty")
-        check_versions(server_python, client_python, empty)
+        check_commands(server_python, client_python, empty)
         server = serve_from(server_python, empty)
         with running(server):
             check_served(server, client_python, empty)
