@@ -39,6 +39,8 @@ from tests.harness.live_server import LOOPBACK, ServerProcess, running, start_se
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = (ROOT / "client" / "camserve_client" / "VERSION").read_text().strip()
+START_TIMEOUT_S = 300.0
+"""Four models load and warm up before /readyz answers 200; minutes on a busy 2-core machine."""
 SHIPPED = ("efficientnet_lite0", "shapes", "shapes-detector", "shapes-segmenter")
 
 UNRELATED_APP = (
@@ -233,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         empty = empty_folder_with_an_unrelated_app(work / "empty")
         check_commands(server_python, client_python, empty)
         server = serve_from(server_python, empty)
-        with running(server):
+        with running(server, start_timeout_s=START_TIMEOUT_S):
             check_served(server, client_python, empty)
         said = server.log(tail=None)
         if "models from: the models shipped with camserve" not in said:
