@@ -210,7 +210,8 @@ def start_container(models: Path, cache: Path) -> None:
     check's requests would wait behind one and then run in one batch, never queued together."""
     podman(
         "run", "-d", "--name", CONTAINER, "--network", "host",
-        "-e", "CAMSERVE_HOST=127.0.0.1", "-e", f"CAMSERVE_PORT={PORT}", "-e", "CAMSERVE_AUDIT=false",
+        "-e", "CAMSERVE_HOST=127.0.0.1", "-e", f"CAMSERVE_PORT={PORT}",
+        "-e", "CAMSERVE_AUDIT=false",
         "-v", f"{models}:/srv/camserve/models:ro",
         "-v", f"{cache}:/var/cache/camserve/torch",
         IMAGE,
