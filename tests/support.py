@@ -51,7 +51,7 @@ def write_dense_models(folder: Path) -> Path:
     (folder / "regions.toml").write_text(
         'name = "regions"\ntask = "segmentation"\narchitecture = "shapes_segmenter"\n'
         f'weights = "{SHIPPED_MODELS / "shapes-segmenter.pt"}"\nlabels = [{labels}]\n'
-        'input_size = [160, 160]\nresize = "letterbox"\n'
+        'input_size = [224, 224]\nresize = "letterbox"\n'
     )
     return folder
 

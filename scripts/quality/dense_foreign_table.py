@@ -46,15 +46,16 @@ def detection_rows(sets: dict[str, list[ObjectScene]], models: Path) -> list[str
 
 
 def segmentation_rows(sets: dict[str, list[ObjectScene]], models: Path) -> list[str]:
-    loaded = load_dense_model(find_spec(models, "shapes-segmenter")).module
-    segmenter = loaded.get_submodule("segmenter")  # the bare network, not the scores wrapper
+    loaded = load_dense_model(find_spec(models, "shapes-segmenter"))
+    segmenter = loaded.module.get_submodule("segmenter")  # the bare network, not the wrapper
+    size = loaded.preprocessing.input_size[0]  # letterboxed into its manifest's square input
     names = DENSE_LABELS[1:]
     lines = [
         f"| shapes-segmenter | background | {' | '.join(names)} | mean (shapes) |",
         "|---|" + "---:|" * (len(names) + 2),
     ]
     for name, scenes in sets.items():
-        quality: SegmentationQuality = evaluate_segmenter(segmenter, scenes)
+        quality: SegmentationQuality = evaluate_segmenter(segmenter, scenes, size=size)
         cells = [f"{quality.iou.get(label, float('nan')):.3f}" for label in DENSE_LABELS]
         lines.append(f"| {name} | {' | '.join(cells)} | {quality.mean_iou:.3f} |")
     return lines

@@ -1,19 +1,23 @@
-"""Dense training: fine-tuning starts from the checkpoint it is given, and the segmenter's loss
-weighs background pixels by the setting (shape pixels by 1)."""
+"""Dense training: fine-tuning starts from the checkpoint it is given, the segmenter's loss
+weighs background pixels by the setting (shape pixels by 1), and it trains at the input size it
+is given."""
 
 from __future__ import annotations
 
+import pytest
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from camserve.engine.models.shapes_dense import ShapesSegmenter
+from camserve.quality import dense_training
 from camserve.quality.dense_training import (
+    SEGMENTER_INPUT,
     DenseTrainingConfig,
     segmenter_batch,
     train_segmenter,
     training_scene,
 )
-from camserve.quality.object_scenes import DENSE_LABELS
+from camserve.quality.object_scenes import DENSE_LABELS, ObjectScene
 from tests.support import SHIPPED_MODELS
 from tests.tolerances import NETWORK, assert_identical, float32_approx
 
@@ -54,3 +58,21 @@ def test_the_segmenter_loss_weighs_background_pixels_by_the_setting() -> None:
         config = DenseTrainingConfig(steps=2, batch_size=2, background_weight=weight)
         assert _first_loss(config) == float32_approx(expected, NETWORK)
     assert background.mean() > 0.5  # so the two weights give different losses
+
+
+def test_the_segmenter_trains_at_the_input_size_it_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Scenes are letterboxed into ``input_size`` (the shipped segmenter's 224 by default; its
+    first rounds trained at 160), and the label map follows them."""
+    shapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+
+    def recorded(scenes: list[ObjectScene], size: int = SEGMENTER_INPUT) -> tuple[Tensor, Tensor]:
+        inputs, targets = segmenter_batch(scenes, size)
+        shapes.append((tuple(inputs.shape), tuple(targets.shape)))
+        return inputs, targets
+
+    monkeypatch.setattr(dense_training, "segmenter_batch", recorded)
+    train_segmenter(DenseTrainingConfig(steps=1, batch_size=2, input_size=96))
+    train_segmenter(DenseTrainingConfig(steps=1, batch_size=1))
+    assert shapes == [((2, 3, 96, 96), (2, 96, 96)), ((1, 3, 224, 224), (1, 224, 224))]

@@ -73,6 +73,10 @@ def train_dense_command(
         float,
         typer.Option(min=0.0, help="Segmentation: loss weight of background pixels (shapes: 1)."),
     ] = DenseTrainingConfig.background_weight,
+    input_size: Annotated[
+        int,
+        typer.Option(min=32, help="Segmentation: the input side scenes are letterboxed into."),
+    ] = DenseTrainingConfig.input_size,
 ) -> None:
     """Train camserve's shape detector or segmenter on the CPU, from scratch or from --from,
     write its checkpoint to --output and print its held-out quality (models/*.toml name the
@@ -88,6 +92,7 @@ def train_dense_command(
         varied_tenths=varied,
         first_scene=first_scene,
         background_weight=background_weight,
+        input_size=input_size,
     )
     path = output / CHECKPOINTS[task]
     train = train_detector if task == "detection" else train_segmenter
@@ -111,5 +116,5 @@ def train_dense_command(
                 f"mAP@0.5 {quality.mean_average_precision:.3f}"
             )
         else:
-            seg = evaluate_segmenter(model, scenes)
+            seg = evaluate_segmenter(model, scenes, size=config.input_size)
             console.print(f"{name}: mean IoU {seg.mean_iou:.3f} {seg.iou}")

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from torch import nn
 from torchvision.ops import box_iou
 
-from camserve.quality.dense_training import scene_tensor, segmenter_batch
+from camserve.quality.dense_training import SEGMENTER_INPUT, scene_tensor, segmenter_batch
 from camserve.quality.object_scenes import DENSE_LABELS, ObjectScene
 
 __all__ = [
@@ -138,14 +138,17 @@ def average_precision(scores: Sequence[float], hits: Sequence[bool], objects: in
 
 
 def evaluate_segmenter(
-    model: nn.Module, scenes: Sequence[ObjectScene], batch_size: int = 16
+    model: nn.Module,
+    scenes: Sequence[ObjectScene],
+    batch_size: int = 16,
+    size: int = SEGMENTER_INPUT,
 ) -> SegmentationQuality:
     classes = len(DENSE_LABELS)
     intersection = np.zeros(classes)
     union = np.zeros(classes)
     with torch.no_grad():
         for start in range(0, len(scenes), batch_size):
-            inputs, targets = segmenter_batch(list(scenes[start : start + batch_size]))
+            inputs, targets = segmenter_batch(list(scenes[start : start + batch_size]), size)
             predicted = model(inputs)["out"].argmax(1)
             for label in range(classes):
                 mine, theirs = predicted == label, targets == label

@@ -44,8 +44,9 @@ __all__ = [
 ]
 
 TRAINING_SEED = 0
-SEGMENTER_INPUT = 160
-"""The segmenter's input (height = width); scenes are letterboxed into it."""
+SEGMENTER_INPUT = 224
+"""The shipped segmenter's input (height = width, ``models/shapes-segmenter.toml``); scenes are
+letterboxed into it. Its first rounds trained at 160 (``DenseTrainingConfig.input_size``)."""
 StepReport = Callable[[int, float], None]
 Checkpoint = Callable[[nn.Module], object]
 
@@ -69,6 +70,8 @@ class DenseTrainingConfig:
     background_weight: float = 1.0
     """The segmenter's loss weight of a background pixel (each shape's pixels weigh 1): under
     1, missing a shape's pixels costs more than taking background for a shape."""
+    input_size: int = SEGMENTER_INPUT
+    """The segmenter's input side in training (scenes are letterboxed into it)."""
 
 
 @dataclass(frozen=True)
@@ -166,16 +169,17 @@ def train_detector(
     return model, report
 
 
-def segmenter_preprocessing() -> Preprocessing:
-    return Preprocessing(
-        input_size=(SEGMENTER_INPUT, SEGMENTER_INPUT), resize=ResizePolicy.LETTERBOX
-    )
+def segmenter_preprocessing(size: int = SEGMENTER_INPUT) -> Preprocessing:
+    return Preprocessing(input_size=(size, size), resize=ResizePolicy.LETTERBOX)
 
 
-def segmenter_batch(scenes: list[ObjectScene]) -> tuple[Tensor, Tensor]:
-    """Model input (B, 3, S, S) and each input pixel's class (B, S, S), placed as serving
-    places them (the label map follows the image through the same letterbox)."""
-    preprocessing = segmenter_preprocessing()
+def segmenter_batch(
+    scenes: list[ObjectScene], size: int = SEGMENTER_INPUT
+) -> tuple[Tensor, Tensor]:
+    """Model input (B, 3, S, S) with S = ``size`` and each input pixel's class (B, S, S),
+    placed as serving places them (the label map follows the image through the same
+    letterbox)."""
+    preprocessing = segmenter_preprocessing(size)
     cpu = torch.device("cpu")
     inputs = preprocessing(
         [torch.from_numpy(s.image).permute(2, 0, 1).contiguous() for s in scenes], cpu
@@ -206,7 +210,7 @@ def train_segmenter(
     loss_fn = nn.CrossEntropyLoss(weight=weights)
 
     def loss_of(batch: list[ObjectScene]) -> Tensor:
-        inputs, targets = segmenter_batch(batch)
+        inputs, targets = segmenter_batch(batch, config.input_size)
         loss: Tensor = loss_fn(model(inputs)["out"], targets)
         return loss
 
