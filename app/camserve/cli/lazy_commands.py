@@ -19,7 +19,8 @@ from typer._click.exceptions import UsageError
 from typer.main import get_command_from_info, get_command_name
 from typer.models import CommandInfo
 
-from camserve import SUMMARY, __version__
+import camserve
+from camserve import SUMMARY
 from camserve.cli.help_names import ReadableGroup, use_readable_help
 from camserve.cli.missing_extras import command_needing_extra
 
@@ -86,7 +87,7 @@ cli = typer.Typer(
 
 def _print_version(asked: bool) -> None:
     if asked:
-        typer.echo(f"camserve {__version__}")
+        typer.echo(f"camserve {camserve.__version__}")
         raise typer.Exit
 
 
