@@ -1,7 +1,8 @@
 """Score-CAM's channel budget against exact Score-CAM on the real-photo composites
 (docs/quality.md, "Score-CAM channel budget"): the served EfficientNet-Lite0 under its
-manifest's resize policy, at blocks.6 (320 channels), bn2 (1280) and ``fused`` (blocks.4 +
-blocks.6, each budgeted on its own), for every budget below the layer's channel count.
+manifest's resize policy, at blocks.6 (320 channels), bn2 (1280) and ``fused`` (the manifest's
+fusion layers, each budgeted on its own; docs/quality.md measured blocks.4 + blocks.6, the
+fusion before blocks.3 joined it), for every budget below the layer's channel count.
 
 Usage::
 

@@ -18,9 +18,8 @@ from torch import Tensor
 
 from camserve.engine.detection_maps import DEFAULT_MAX_DETECTIONS, DEFAULT_SCORE_THRESHOLD
 from camserve.engine.engine import CamEngine
-from camserve.engine.fusion import default_layer
+from camserve.engine.fusion import default_explanation
 from camserve.engine.images.render import RenderOptions
-from camserve.engine.methods import DEFAULT_METHOD
 from camserve.engine.models.registry import LoadedModel
 
 __all__ = [
@@ -131,6 +130,5 @@ def explain_pixels(
 def with_model_defaults(options: ExplainOptions, loaded: LoadedModel) -> ExplainOptions:
     """``options`` with the model's own method and layer where the command line named none,
     as the server fills in a request that names none."""
-    methods = options.methods or (loaded.method or DEFAULT_METHOD,)
-    layer = options.layer or default_layer(loaded.layer, loaded.fusion_layers)
-    return replace(options, methods=methods, layer=layer)
+    method, layer = default_explanation(loaded)
+    return replace(options, methods=options.methods or (method,), layer=options.layer or layer)

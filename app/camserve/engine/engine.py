@@ -19,9 +19,9 @@ from functools import cached_property, partial
 import torch
 from torch import Tensor, nn
 
+from camserve.engine import fusion
 from camserve.engine.errors import MethodNotApplicableError, UnknownLayerError
 from camserve.engine.flat_gradients import GradientReach, empty_gradient_flags
-from camserve.engine.fusion import fused_results, layer_choices, layers_to_capture
 from camserve.engine.gradients import hooked_pass, model_input
 from camserve.engine.images.colormaps import DEFAULT_COLORMAP
 from camserve.engine.images.imaging import ImageInput, as_image_tensor
@@ -46,7 +46,7 @@ from camserve.engine.results import (
     repeat_for_targets,
 )
 from camserve.engine.score_cam import MaskedPasses, MaskedProgress, MaskedRun, layer_share
-from camserve.engine.targets import Targets, TargetSpec, choose_targets, class_index
+from camserve.engine.targets import Targets, TargetSpec, chooser, class_index
 
 __all__ = ["BatchExplanation", "CamEngine", "CamMaps", "CamResults", "Explanation", "ImageInput"]
 __all__ += ["TargetSpec", "Targets"]
@@ -73,6 +73,7 @@ class CamEngine:
         score_cam_batch_size: int = DEFAULT_SCORE_CAM_BATCH,
         score_cam_dtype: torch.dtype | None = None,
         fusion_layers: Sequence[str] = (),
+        fusion_augment: Sequence[str] = (),
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -91,6 +92,7 @@ class CamEngine:
         self.layer = layer
         self.token_layout = describe_layout(self.model, self.preprocessing.input_size, layer)
         self.fusion_layers = tuple(dict.fromkeys(fusion_layers))  # what "fused" combines
+        self.fusion_augment = fusion.check_augmentations(fusion_augment, self.fusion_layers)
         for name in (layer, *self.fusion_layers):
             self.layer_module(name)
         self._gradient_reach = GradientReach(self._forward, self.token_layout, self.device)
@@ -117,6 +119,7 @@ class CamEngine:
             score_cam_batch_size=score_cam_batch_size,
             score_cam_dtype=score_cam_dtype,
             fusion_layers=loaded.fusion_layers if isinstance(loaded, LoadedModel) else (),
+            fusion_augment=loaded.fusion_augment if isinstance(loaded, LoadedModel) else (),
         )
 
     @classmethod
@@ -155,7 +158,7 @@ class CamEngine:
         modules: dict[str, nn.Module] = dict(self.model.named_modules())
         if name in modules and name:
             return modules[name]
-        choices = layer_choices(self.candidate_layers, self.fusion_layers)
+        choices = fusion.layer_choices(self.candidate_layers, self.fusion_layers)
         return resolve_layer(self.model, name, choices)
 
     def compute_all(
@@ -180,12 +183,15 @@ class CamEngine:
         (Eigen-CAM) gets one map per image, (B, 1, h, w). ``checkpoint`` is called after the
         pass, between Score-CAM chunks and after each method; it raises to abandon the call.
         ``fused`` fuses each method's maps over ``fusion_layers``; Score-CAM scores at most
-        ``channel_budget`` channels per image and layer when given (``progress``: its chunks)."""
+        ``channel_budget`` channels per image and layer when given (``progress``: its chunks);
+        with ``fusion_augment``, ``fused`` is averaged over views in the same (new) pass."""
         specs = list(dict.fromkeys(get_method(name) for name in methods))
         requested = list(dict.fromkeys(layers or [self.layer]))
-        layer_names = layers_to_capture(requested, self.fusion_layers)
+        layer_names = fusion.layers_to_capture(requested, self.fusion_layers)
         batch = model_input(inputs, self.device)
-        captured = self._capture(batch, specs, layer_names, targets, top_k, prior=prior)
+        batch, views, prior = fusion.viewed(batch, self.fusion_augment, requested, prior)
+        choose = chooser(targets, top_k, self.labels, partial(area_ranking, self.model), len(views))
+        captured = self._capture(batch, specs, layer_names, choose, prior=prior)
         flat = self.gradient_refusals(layer_names, batch.shape[1:]) if _grads_needed(specs) else {}
         checkpoint()
         results = CamResults(captured.logits, captured.targets, {}, captured=captured)
@@ -214,7 +220,8 @@ class CamEngine:
                     empty=empty if spec.needs_gradients else None,
                 )
                 checkpoint()
-        return fused_results(results, requested, self.fusion_layers)
+        results = fusion.fused_results(results, requested, self.fusion_layers)
+        return fusion.collapse_views(results, views)
 
     def gradient_refusals(
         self, layers: Sequence[str], shape: Sequence[int] | None = None
@@ -267,6 +274,7 @@ class CamEngine:
         ``wanted`` names, per image, the methods to render for it (default: all of ``methods``):
         a batch mixing requests for different methods renders each image's own methods only;
         ``prior`` is an earlier pass on these images (see ``compute_all``)."""
+        prior = None if fusion.augments(self.fusion_augment, layers or [self.layer]) else prior
         if prior is None or prior.runs_the_model([get_method(name) for name in methods]):
             batch = self.preprocessing(images, self.device)
         else:  # no method reads the model input: it need not be prepared
@@ -332,8 +340,7 @@ class CamEngine:
         batch: Tensor,
         specs: Sequence[CamMethod],
         layer_names: Sequence[str],
-        targets: Targets,
-        top_k: int,
+        choose: Callable[[Tensor], Tensor],
         *,
         prior: PriorPass | None,
     ) -> CapturedPass:
@@ -348,9 +355,7 @@ class CamEngine:
             modules={name: self.layer_module(name) for name in layer_names},
             layout=self.token_layout,
             needs_gradients=_grads_needed(specs),
-            choose=lambda logits: choose_targets(
-                logits, targets, top_k, self.labels, area_ranking(self.model, logits)
-            ),
+            choose=choose,
         )
 
     def _context(

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
 
 from camserve.engine.errors import InvalidTargetError
 
-__all__ = ["TargetSpec", "Targets", "choose_targets", "class_index"]
+__all__ = ["TargetSpec", "Targets", "choose_targets", "chooser", "class_index"]
 
 TargetSpec = int | str | None
 """One image's target: a class index, a class label, or ``None`` for its top prediction."""
@@ -98,3 +98,22 @@ def _targets_from_specs(
             "images take their top predictions)"
         )
     return torch.tensor(rows, dtype=torch.long, device=ranked.device)
+
+
+def chooser(
+    targets: Targets,
+    top_k: int,
+    labels: Sequence[str] | None,
+    ranking: Callable[[Tensor], Tensor | None],
+    views: int = 0,
+) -> Callable[[Tensor], Tensor]:
+    """``choose_targets`` as a function of the logits (``ranking``: of them); for a batch
+    followed by ``views`` views of it (``fusion.with_views``), chosen on the originals' logits
+    and repeated for each view, so that every view explains its original's classes."""
+
+    def choose(logits: Tensor) -> Tensor:
+        originals = logits[: logits.shape[0] // (1 + views)]
+        chosen = choose_targets(originals, targets, top_k, labels, ranking(originals))
+        return chosen.repeat(1 + views, 1)
+
+    return choose

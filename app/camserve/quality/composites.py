@@ -10,7 +10,10 @@ of several shapes (wide, tall, square, panoramic) filled with a random crop of a
 section), and the object resized (its aspect kept) to a random share of the canvas and pasted at
 a random position; the pasted rectangle is the box the explanation should point at.
 
-Composite ``i`` of seed ``s`` is always the same image, on every machine, in any order.
+One generator draws every set: a ``CompositeSet`` names its objects, backgrounds, canvases and
+how it draws sizes and positions. ``TUNING`` (this module) is the set the defaults were chosen
+on; ``held_out_composites.HELD_OUT`` confirms them on other photos, textures and placements.
+Composite ``i`` of seed ``s`` of a set is always the same image, on every machine, in any order.
 """
 
 from __future__ import annotations
@@ -29,10 +32,13 @@ __all__ = [
     "BACKGROUNDS",
     "CANVASES",
     "OBJECTS",
+    "TUNING",
     "Composite",
+    "CompositeSet",
     "PhotoObject",
     "composite_at",
     "composites",
+    "grey_to_rgb",
 ]
 
 Box = tuple[int, int, int, int]
@@ -51,6 +57,120 @@ class PhotoObject:
     """Drawn by hand around the object in ``photo``."""
     classes: tuple[int, ...]
     """ImageNet-1k class indices, any of which is a right answer."""
+
+
+@dataclass(frozen=True)
+class Composite:
+    image: Image
+    object_name: str
+    background: str
+    canvas: str
+    box: Box
+    """Where the object was pasted."""
+    classes: tuple[int, ...]
+    """The object's ImageNet classes."""
+
+
+@dataclass(frozen=True, eq=False)
+class CompositeSet:
+    """What a set of composites is drawn from, and how its sizes and positions are drawn."""
+
+    objects: tuple[PhotoObject, ...]
+    backgrounds: dict[str, Callable[[], Image]]
+    canvases: dict[str, tuple[int, int]]
+    """Canvas shapes, (width, height) in pixels."""
+    object_size: tuple[float, float]
+    """The pasted object's longer side as a share of the canvas side it runs along (uniform)."""
+    background_crop: tuple[float, float]
+    """The background crop's size as a share of the largest crop of the canvas's aspect."""
+    stream: tuple[int, ...] = ()
+    """Appended to (seed, index) to seed a composite's generator: sets draw apart."""
+    turned_backgrounds: bool = False
+    """Turn the background by a random multiple of 90 degrees before cropping it."""
+    tinted_backgrounds: frozenset[str] = frozenset()
+    """Backgrounds whose channels are scaled by a random 0.6-1.2 each (grey textures)."""
+    edge_bias: float | None = None
+    """Draw the position along each axis from Beta(edge_bias, edge_bias) over the free room
+    (below 1: nearer the edges), not uniformly."""
+
+    def at(self, seed: int, index: int) -> Composite:
+        """Composite ``index`` of the set drawn with ``seed``."""
+        rng = np.random.default_rng([seed, index, *self.stream])
+        photo_object = self.objects[int(rng.integers(len(self.objects)))]
+        background = sorted(self.backgrounds)[int(rng.integers(len(self.backgrounds)))]
+        canvas = sorted(self.canvases)[int(rng.integers(len(self.canvases)))]
+        width, height = self.canvases[canvas]
+        image = self._background(rng, background, width, height)
+        cut = _object_cut(photo_object)
+        box = self._paste_box(rng, cut.shape[1], cut.shape[0], width, height)
+        x0, y0, x1, y1 = box
+        image[y0:y1, x0:x1] = cv2.resize(cut, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA)
+        return Composite(image, photo_object.name, background, canvas, box, photo_object.classes)
+
+    def first(self, seed: int, count: int) -> Iterator[Composite]:
+        """The first ``count`` composites of ``seed``."""
+        for index in range(count):
+            yield self.at(seed, index)
+
+    def _background(self, rng: np.random.Generator, name: str, width: int, height: int) -> Image:
+        """A random crop with the canvas's aspect ratio (turned first when the set says so),
+        resized to the canvas (a fresh array), tinted when the set says so."""
+        source = _loaded(self.backgrounds[name])
+        if self.turned_backgrounds:
+            source = np.rot90(source, int(rng.integers(4)))
+        source_height, source_width = source.shape[:2]
+        largest = min(source_width / width, source_height / height)
+        scale = rng.uniform(*self.background_crop) * largest
+        crop_width, crop_height = max(round(width * scale), 1), max(round(height * scale), 1)
+        left = int(rng.integers(source_width - crop_width + 1))
+        top = int(rng.integers(source_height - crop_height + 1))
+        crop = np.ascontiguousarray(source[top : top + crop_height, left : left + crop_width])
+        resized = cv2.resize(crop, (width, height), interpolation=cv2.INTER_AREA)
+        if name in self.tinted_backgrounds:
+            tint = rng.uniform(0.6, 1.2, size=3)
+            resized = np.clip(resized.astype(np.float64) * tint, 0, 255)
+        return np.ascontiguousarray(resized, dtype=np.uint8)
+
+    def _paste_box(
+        self, rng: np.random.Generator, cut_width: int, cut_height: int, width: int, height: int
+    ) -> Box:
+        """A random box of the cut's aspect ratio inside the canvas, its size drawn from
+        ``object_size`` (shrunk if needed so that it fits), its position from ``edge_bias``."""
+        share = rng.uniform(*self.object_size)
+        along = width / cut_width if cut_width >= cut_height else height / cut_height
+        scale = min(share * along, width / cut_width, height / cut_height)
+        box_width, box_height = max(round(cut_width * scale), 1), max(round(cut_height * scale), 1)
+        x0 = self._position(rng, width - box_width)
+        y0 = self._position(rng, height - box_height)
+        return x0, y0, x0 + box_width, y0 + box_height
+
+    def _position(self, rng: np.random.Generator, room: int) -> int:
+        if self.edge_bias is None:
+            return int(rng.integers(room + 1))
+        return round(rng.beta(self.edge_bias, self.edge_bias) * room)
+
+
+@cache
+def _loaded(loader: Callable[[], Image]) -> Image:
+    return loader()
+
+
+@cache
+def _object_cut(photo_object: PhotoObject) -> Image:
+    x0, y0, x1, y1 = photo_object.box
+    return np.ascontiguousarray(photo_object.photo()[y0:y1, x0:x1])
+
+
+def grey_to_rgb(grey: NDArray[np.uint8]) -> Image:
+    """A grey photo as RGB (a fresh array)."""
+    return np.ascontiguousarray(np.repeat(grey[..., None], 3, axis=2))
+
+
+def _grey(loader: Callable[[], NDArray[np.uint8]]) -> Callable[[], Image]:
+    def load() -> Image:
+        return grey_to_rgb(loader())
+
+    return load
 
 
 def _grace_hopper() -> Image:
@@ -76,14 +196,6 @@ OBJECTS: tuple[PhotoObject, ...] = (
 """Classes: tabby, tiger cat, Egyptian cat; coffee mug, espresso, cup; moped, motor scooter;
 missile, projectile, space shuttle; military uniform."""
 
-
-def _grey(loader: Callable[[], NDArray[np.uint8]]) -> Callable[[], Image]:
-    def load() -> Image:
-        return np.ascontiguousarray(np.repeat(loader()[..., None], 3, axis=2))
-
-    return load
-
-
 BACKGROUNDS: dict[str, Callable[[], Image]] = {
     "brick": _grey(skimage.data.brick),
     "grass": _grey(skimage.data.grass),
@@ -100,77 +212,21 @@ CANVASES: dict[str, tuple[int, int]] = {
 }
 """Canvas shapes, (width, height) in pixels."""
 
-OBJECT_SIZE = (0.4, 0.8)
-"""The pasted object's longer side as a share of the canvas side it runs along (uniform)."""
-
-
-@dataclass(frozen=True)
-class Composite:
-    image: Image
-    object_name: str
-    background: str
-    canvas: str
-    box: Box
-    """Where the object was pasted."""
-    classes: tuple[int, ...]
-    """The object's ImageNet classes."""
+TUNING = CompositeSet(
+    objects=OBJECTS,
+    backgrounds=BACKGROUNDS,
+    canvases=CANVASES,
+    object_size=(0.4, 0.8),
+    background_crop=(0.5, 1.0),
+)
+"""The set the shipped defaults were measured and chosen on (docs/quality.md)."""
 
 
 def composite_at(seed: int, index: int) -> Composite:
-    """Composite ``index`` of the set drawn with ``seed``."""
-    rng = np.random.default_rng([seed, index])
-    photo_object = OBJECTS[int(rng.integers(len(OBJECTS)))]
-    background = sorted(BACKGROUNDS)[int(rng.integers(len(BACKGROUNDS)))]
-    canvas = sorted(CANVASES)[int(rng.integers(len(CANVASES)))]
-    width, height = CANVASES[canvas]
-    image = _background_crop(rng, _loaded(background), width, height)
-    cut = _object_cut(photo_object.name)
-    box = _paste_box(rng, cut.shape[1], cut.shape[0], width, height)
-    x0, y0, x1, y1 = box
-    image[y0:y1, x0:x1] = cv2.resize(cut, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA)
-    return Composite(image, photo_object.name, background, canvas, box, photo_object.classes)
+    """Composite ``index`` of the tuning set drawn with ``seed``."""
+    return TUNING.at(seed, index)
 
 
 def composites(seed: int, count: int) -> Iterator[Composite]:
-    """The first ``count`` composites of ``seed``."""
-    for index in range(count):
-        yield composite_at(seed, index)
-
-
-@cache
-def _loaded(background: str) -> Image:
-    return BACKGROUNDS[background]()
-
-
-@cache
-def _object_cut(name: str) -> Image:
-    photo_object = next(entry for entry in OBJECTS if entry.name == name)
-    x0, y0, x1, y1 = photo_object.box
-    return np.ascontiguousarray(photo_object.photo()[y0:y1, x0:x1])
-
-
-def _background_crop(rng: np.random.Generator, source: Image, width: int, height: int) -> Image:
-    """A random crop of ``source`` with the canvas's aspect ratio, at least half its shorter
-    side, resized to the canvas (a fresh array)."""
-    source_height, source_width = source.shape[:2]
-    largest = min(source_width / width, source_height / height)
-    scale = rng.uniform(0.5, 1.0) * largest
-    crop_width, crop_height = round(width * scale), round(height * scale)
-    left = int(rng.integers(source_width - crop_width + 1))
-    top = int(rng.integers(source_height - crop_height + 1))
-    crop = source[top : top + crop_height, left : left + crop_width]
-    return np.asarray(cv2.resize(crop, (width, height), interpolation=cv2.INTER_AREA), np.uint8)
-
-
-def _paste_box(
-    rng: np.random.Generator, cut_width: int, cut_height: int, width: int, height: int
-) -> Box:
-    """A random box of the cut's aspect ratio inside the canvas, its size drawn from
-    ``OBJECT_SIZE`` (shrunk if needed so that it fits)."""
-    share = rng.uniform(*OBJECT_SIZE)
-    along = width / cut_width if cut_width >= cut_height else height / cut_height
-    scale = min(share * along, width / cut_width, height / cut_height)
-    box_width, box_height = max(round(cut_width * scale), 1), max(round(cut_height * scale), 1)
-    x0 = int(rng.integers(width - box_width + 1))
-    y0 = int(rng.integers(height - box_height + 1))
-    return x0, y0, x0 + box_width, y0 + box_height
+    """The first ``count`` composites of the tuning set drawn with ``seed``."""
+    return TUNING.first(seed, count)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from camserve.engine.engine import CamEngine
-from camserve.engine.fusion import layers_to_capture
+from camserve.engine.fusion import augments, layers_to_capture
 from camserve.engine.results import PriorPass
 from camserve.serving.classifier_results import job_results
 from camserve.serving.jobs import Job, JobResult, progress_of
@@ -60,8 +60,8 @@ def _prior(
     methods: Sequence[str],
     passes: KeptPasses,
 ) -> PriorPass | None:
-    if passes is None:
-        return None
+    if passes is None or augments(engine.fusion_augment, job.key.layers):
+        return None  # a call that explains views of the image runs a new pass
     store, model = passes
     kept = store.find(model, job.pixels, job.caller)
     if kept is None:

@@ -21,8 +21,7 @@ import torch
 from camserve.config import Settings
 from camserve.engine.engine import CamEngine
 from camserve.engine.errors import CamserveError, ManifestError, UnknownModelError
-from camserve.engine.fusion import FUSED_LAYER, default_layer
-from camserve.engine.methods import DEFAULT_METHOD, get_method
+from camserve.engine.fusion import FUSED_LAYER, default_explanation
 from camserve.engine.models.devices import parse_autocast, parse_score_cam_precision, resolve_device
 from camserve.engine.models.manifest import ModelSpec, load_manifests
 from camserve.engine.models.registry import LoadedModel, load_model
@@ -318,8 +317,8 @@ def load_classifier(
     """A classifier's engine on ``device``, warmed up, and what the API says of it (with
     Score-CAM's cost here, measured now); with ``slice_s``, a chunk of Score-CAM's masked
     inputs takes at most that long here (``MaskedPasses.fit_chunks``)."""
-    method = get_method(spec.method or DEFAULT_METHOD).name
     loaded = load_model(spec)
+    method, layer = default_explanation(loaded)
     engine = CamEngine.from_loaded(
         loaded,
         device=device,
@@ -330,7 +329,6 @@ def load_classifier(
     warm_up(engine)
     fused = [FUSED_LAYER] if engine.fusion_layers else []
     candidates = [*fused, *engine.candidate_layers]
-    layer = default_layer(engine.layer, engine.fusion_layers)
     served = ServedModel(
         name=spec.name,
         architecture=spec.architecture,

@@ -50,7 +50,7 @@ def test_the_layers_channel_counts(channels: dict[str, tuple[int, ...]]) -> None
     assert channels[LAYER] == (CHANNELS,)
     assert channels["blocks.6"] == (320,)
     assert channels["bn2"] == (1280,)
-    assert channels[FUSED_LAYER] == (112, 320)
+    assert channels[FUSED_LAYER] == (80, 112, 320)  # blocks.3, blocks.4, blocks.6
 
 
 def test_a_budget_of_every_channel_is_exact_score_cam(tally: BudgetTally) -> None:

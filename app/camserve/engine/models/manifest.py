@@ -94,6 +94,14 @@ class ModelSpec(BaseModel):
     fusion_layers: list[str] | None = None
     """Layers whose maps the pseudo-layer ``fused`` combines; when given, ``fused`` is the
     model's default layer in the API (``app/camserve/engine/fusion.py``)."""
+    fusion_augment: list[Literal["hflip"]] | None = None
+    """Views of each image (``hflip``: its mirror image) that the ``fused`` maps are averaged
+    over, explained in the same batch (``camserve.engine.fusion``); needs ``fusion_layers``."""
+    default_from_report: str | None = None
+    """An ``audit.json`` written by ``camserve audit`` (relative to the manifest's folder): the
+    default method and layer become its most faithful pair that passes the sanity check, where
+    ``method`` and the layer (``fusion_layers``, else ``layer``) are not given
+    (``camserve.engine.models.report_default``)."""
     input_size: tuple[int, int] | None = None
     mean: tuple[float, float, float] | None = None
     std: tuple[float, float, float] | None = None
@@ -187,6 +195,12 @@ class ModelSpec(BaseModel):
     def _labels_match_classes(self) -> ModelSpec:
         if isinstance(self.labels, list) and self.num_classes is not None:
             _check_label_count(len(self.labels), self.num_classes)
+        return self
+
+    @model_validator(mode="after")
+    def _augment_needs_fusion(self) -> ModelSpec:
+        if self.fusion_augment and not self.fusion_layers:
+            raise ValueError("fusion_augment averages the fused maps: it needs fusion_layers")
         return self
 
     @model_validator(mode="after")

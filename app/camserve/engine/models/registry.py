@@ -13,9 +13,10 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import get_close_matches
 from functools import cache
+from pathlib import Path
 
 import torch
 import torchvision
@@ -112,8 +113,15 @@ class LoadedModel:
     """Where the weights came from, for people (e.g. ``torchvision resnet50 IMAGENET1K_V2``)."""
     fusion_layers: tuple[str, ...] = ()
     """The layers the pseudo-layer ``fused`` combines (none: no ``fused``)."""
+    fusion_augment: tuple[str, ...] = ()
+    """Views of each image the ``fused`` maps are averaged over (``camserve.engine.fusion``)."""
     method: str | None = None
     """The manifest's default method, if it names one."""
+    layer_named: bool = False
+    """Whether the manifest names ``layer`` (else it is the family's default)."""
+    default_report: Path | None = None
+    """The audit report the default explanation is chosen from, where the manifest names one
+    (``default_explanation`` in ``app/camserve/engine/fusion.py``)."""
 
 
 # ---------------------------------------------------------------------------- architectures
@@ -196,11 +204,20 @@ def build_model(architecture: str, num_classes: int) -> nn.Module:
 
 
 def load_model(spec: ModelSpec) -> LoadedModel:
-    """Build the model a manifest describes, with its weights, labels and target layer.
+    """Build the model a manifest describes, with its weights, labels and target layer, and
+    where the manifest says so, the audit report its default explanation comes from.
     Detectors and segmenters (``task``) load through ``models/dense.py`` instead."""
     _require_classifier(spec)
-    if spec.source != "torchvision":
-        return _load_from_source(spec)
+    loaded = _load_from_source(spec) if spec.source != "torchvision" else _load_torchvision(spec)
+    report = spec.default_from_report
+    return replace(
+        loaded,
+        layer_named=spec.layer is not None,
+        default_report=None if report is None else spec.resolve_path(report),
+    )
+
+
+def _load_torchvision(spec: ModelSpec) -> LoadedModel:
     with _naming_model(spec.name):
         require_supported(spec.architecture)
         source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
@@ -221,6 +238,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
             preprocessing=spec.preprocessing(),
             weights=source.description,
             fusion_layers=tuple(spec.fusion_layers or ()),
+            fusion_augment=tuple(spec.fusion_augment or ()),
             method=spec.method,
         )
 
@@ -271,6 +289,7 @@ def _load_from_source(spec: ModelSpec) -> LoadedModel:
             preprocessing=preprocessing,
             weights=built.weights,
             fusion_layers=tuple(spec.fusion_layers or ()),
+            fusion_augment=tuple(spec.fusion_augment or ()),
             method=spec.method,
         )
 

@@ -114,6 +114,7 @@ def _engine_for(engine: CamEngine, model: torch.nn.Module) -> CamEngine:
         labels=engine.labels,
         device=engine.device,
         fusion_layers=engine.fusion_layers,
+        fusion_augment=engine.fusion_augment,
     )
 
 
