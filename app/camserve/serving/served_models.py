@@ -32,6 +32,7 @@ from camserve.serving.model_versions import ModelVersions
 from camserve.serving.offline_loading import require_local_weights
 from camserve.serving.score_cam_cost import measure_score_cam_cost
 from camserve.serving.served_model import ServedModel
+from camserve.serving.slices import CHUNKS_PER_SLICE
 from camserve.serving.warm_up import warm_up
 from camserve.serving.worker import Explainer
 
@@ -316,7 +317,7 @@ def load_classifier(
 ) -> tuple[CamEngine, ServedModel]:
     """A classifier's engine on ``device``, warmed up, and what the API says of it (with
     Score-CAM's cost here, measured now); with ``slice_s``, a chunk of Score-CAM's masked
-    inputs takes at most that long here (``MaskedPasses.fit_chunks``)."""
+    inputs takes at most a third of that here (``CHUNKS_PER_SLICE``, ``fit_chunks``)."""
     loaded = load_model(spec)
     method, layer = default_explanation(loaded)
     engine = CamEngine.from_loaded(
@@ -348,7 +349,7 @@ def load_classifier(
             engine, [engine.layer, *engine.candidate_layers], FUSED_LAYER
         ),
     )
-    engine.masked_passes.fit_chunks(slice_s)
+    engine.masked_passes.fit_chunks(slice_s / CHUNKS_PER_SLICE)
     return engine, served
 
 

@@ -7,9 +7,14 @@ none of its jobs is still wanted. A long batch (Score-CAM's masked passes) also 
 sequence of slices: at the first boundary after ``slice_s`` of its own work, the worker runs one
 waiting short batch (on this same thread, with the model as outside the masked passes), then
 the long batch goes on with the next chunk, in the same order as without slices, so its maps
-are the same bit for bit. A slice after a short batch lasts long enough that the short batches
-take at most ``MOST_LONG_SLOWDOWN - 1`` of the long batch's own time: a long batch beside a
-stream of short ones takes at most 1.3 times its time alone, whatever a short batch costs.
+are the same bit for bit. The short batches share a budget: one runs at a boundary only while
+the short work run so far, and one more batch as long as the last, stays within
+``MOST_LONG_SLOWDOWN - 1`` of the long batch's own time. So a long batch beside a stream of
+short ones takes at most 1.3 times its time alone, whatever a short batch costs; and the time
+the long batch ran while no short batch waited (a client between two requests) is budget a
+short request that arrives then spends at once, instead of waiting out a slice sized for a
+stream. The chunks of masked inputs are sized to a third of a slice (``CHUNKS_PER_SLICE``), so
+a boundary comes at most that late.
 """
 
 from __future__ import annotations
@@ -21,10 +26,21 @@ from functools import partial
 
 from camserve.serving.jobs import BatchAbandonedError, Job
 
-__all__ = ["MOST_LONG_SLOWDOWN", "Pause", "Slicer", "abandon_if_unwanted", "checkpoint_of"]
+__all__ = [
+    "CHUNKS_PER_SLICE",
+    "MOST_LONG_SLOWDOWN",
+    "Pause",
+    "Slicer",
+    "abandon_if_unwanted",
+    "checkpoint_of",
+]
 
 MOST_LONG_SLOWDOWN = 1.3
 """A long batch's time with short batches between its slices, at most, over its time alone."""
+
+CHUNKS_PER_SLICE = 3
+"""Chunks of Score-CAM's masked inputs in one slice, at least (``MaskedPasses.fit_chunks``):
+the boundaries, where short batches get in, come at most a third of a slice apart."""
 
 Pause = Callable[[], AbstractContextManager[None]]
 """Puts the long batch's model aside for other work in between (``MaskedPasses.paused``)."""
@@ -48,7 +64,8 @@ def abandon_if_unwanted(jobs: Sequence[Job]) -> None:
 
 class Slicer:
     """The checkpoints of one long batch: each also ends a slice once ``slice_s`` of the
-    batch's own work has passed since the last one, and runs ``short_work`` there."""
+    batch's own work has passed since the last one, and runs ``short_work`` there while the
+    short batches' budget allows (see the module's text)."""
 
     def __init__(
         self,
@@ -61,9 +78,12 @@ class Slicer:
         self._pause = pause
         self._short_work = short_work
         self._clock = clock
-        self._slice_started = clock()
-        self._slice_length = slice_s
-        """This slice's length: ``slice_s``, or more after a long short batch."""
+        self._started = clock()
+        self._slice_started = self._started
+        self._short_s = 0.0
+        """Time spent between slices so far (short batches, and looking for them)."""
+        self._last_short_s = 0.0
+        """The last short batch's time: what the next one is expected to take."""
         self.slices = 1
         """Slices run so far (the one running counts)."""
         self.short_batches = 0
@@ -74,13 +94,21 @@ class Slicer:
 
     def _boundary(self, jobs: Sequence[Job]) -> None:
         abandon_if_unwanted(jobs)
-        if self._clock() - self._slice_started < self._slice_length:
+        now = self._clock()
+        if now - self._slice_started < self.slice_s or not self._affordable(now):
             return
         self.slices += 1
-        short_started = self._clock()
-        if self._short_work(self._pause):
+        ran = self._short_work(self._pause)
+        ended = self._clock()
+        if ran:
             self.short_batches += 1
+            self._last_short_s = ended - now
             abandon_if_unwanted(jobs)  # the client may have gone meanwhile
-        self._slice_started = self._clock()
-        short_s = self._slice_started - short_started
-        self._slice_length = max(self.slice_s, short_s / (MOST_LONG_SLOWDOWN - 1))
+        self._short_s += ended - now
+        self._slice_started = ended
+
+    def _affordable(self, now: float) -> bool:
+        """Whether one more short batch keeps the short work within its share of the long
+        batch's own time."""
+        own_s = now - self._started - self._short_s
+        return self._short_s + self._last_short_s <= (MOST_LONG_SLOWDOWN - 1) * own_s
