@@ -43,7 +43,13 @@ from tests.dense_matching import (
     assert_same_detections,
     detection_lists,
 )
-from tests.harness.ray_cluster import LocalRay, local_ray, replica_counts, wait_routed
+from tests.harness.ray_cluster import (
+    LocalRay,
+    local_ray,
+    replica_counts,
+    wait_answering,
+    wait_routed,
+)
 from tests.integration.live import LiveServer, live_server
 from tests.support import image_bytes, scene_bytes, write_dense_models
 from tests.tolerances import NETWORK, assert_float32_close, assert_within
@@ -480,3 +486,54 @@ def assert_same_segments(got: list[dict[str, Any]], want: list[dict[str, Any]]) 
 
 def segment_mask(segment: dict[str, Any]) -> NDArray[np.bool_]:
     return np.asarray(Image.open(io.BytesIO(base64.b64decode(segment["mask"])))) == 255
+
+
+def test_a_replica_answers_a_short_request_while_its_score_cam_runs_in_slices(
+    cluster: LocalRay,
+) -> None:
+    """Issue #42 under Ray Serve: one replica, whose worker runs a Score-CAM (one masked input
+    per pass, about a second or more here) in slices of 50 ms; a Grad-CAM request sent while it
+    runs is answered before it ends, and the replica's metrics count the slices."""
+    settings = {
+        **SETTINGS,
+        "cache_mb": 0,
+        "pass_cache_mb": 0,
+        "score_cam_batch_size": 1,
+        "slice_ms": 50,
+        "request_timeout_s": 120,
+    }
+    serve.delete(APP)
+    deploy(cluster, settings=settings, replicas=1)
+    wait_for_replicas(1, 120)
+    wait_answering(cluster, "/readyz")
+    headers = {"content-type": "image/png", **AUTH}
+
+    async def long_then_short() -> tuple[httpx.Response, httpx.Response, list[str]]:
+        finished: list[str] = []
+        async with httpx.AsyncClient(timeout=120) as client:
+
+            async def send(name: str, delay_s: float, **params: str) -> httpx.Response:
+                await asyncio.sleep(delay_s)
+                answer = await client.post(
+                    cluster.url("/v1/explain"), content=IMAGES[1], params=params, headers=headers
+                )
+                finished.append(name)
+                return answer
+
+            long, short = await asyncio.gather(
+                send("scorecam", 0, method="scorecam", layer="layer4"),
+                send("gradcam", 0.3, method="gradcam"),
+            )
+        return long, short, finished
+
+    long, short, finished = asyncio.run(long_then_short())
+    assert long.status_code == 200, long.text
+    assert short.status_code == 200, short.text
+    assert finished == ["gradcam", "scorecam"]
+    metrics = httpx.get(cluster.url("/metrics"), timeout=TIMEOUT_S).text
+    slices = [
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("camserve_slices_total")
+    ]
+    assert sum(slices) >= 2, metrics

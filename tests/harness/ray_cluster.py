@@ -31,6 +31,7 @@ __all__ = [
     "local_ray",
     "ray_processes",
     "replica_counts",
+    "wait_answering",
     "wait_routed",
 ]
 
@@ -157,6 +158,25 @@ def wait_routed(cluster: LocalRay, app: str, timeout_s: float = 30.0) -> None:
             confirmed = confirmed + 1 if routed else 0
             if not routed:
                 time.sleep(0.1)
+
+
+def wait_answering(cluster: LocalRay, path: str, checks: int = 5, timeout_s: float = 60.0) -> None:
+    """Wait until ``checks`` requests in a row for ``path``, each on a new connection, get a
+    200 through the proxies. Right after an application is deleted and deployed again, a proxy
+    may still hold a connection to the old replica and reset the first request sent through it
+    (CI, 2026-11-28: ``httpx.ReadError``); a test that times its own requests waits here."""
+    deadline = time.monotonic() + timeout_s
+    answered = 0
+    while answered < checks:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not answer 200 {checks} times in a row")
+        try:
+            ok = httpx.get(cluster.url(path), timeout=timeout_s).status_code == 200
+        except httpx.TransportError:
+            ok = False
+        answered = answered + 1 if ok else 0
+        if not ok:
+            time.sleep(0.2)
 
 
 def replica_counts(app_name: str, deployment: str = "camserve") -> dict[str, int]:
