@@ -197,62 +197,61 @@ def test_a_cancelled_long_job_is_never_answered() -> None:
     assert model.calls < 1 + 16 + 1
 
 
-def test_short_batches_take_at_most_three_tenths_of_the_long_batch_s_own_time() -> None:
-    """Chunks of 10 ms, slices of 10 ms, and a short batch of 60 ms waiting at every boundary:
-    without a longer slice after each short batch, the long batch would take 7 times as long."""
-    clock = [0.0]
-    short_runs = []
+class FakeClockStream:
+    """A long batch of 10 ms chunks and 10 ms slices on a fake clock, beside short batches of
+    60 ms: ``waiting`` of them (``None``: one at every boundary)."""
 
-    def short_batch(pause: Pause) -> bool:
+    def __init__(self, waiting: int | None = None) -> None:
+        self.clock = 0.0
+        self.waiting = waiting
+        self.short_runs: list[float] = []
+
+    def short_batch(self, pause: Pause) -> bool:
+        if self.waiting == 0:
+            return False
         with pause():
-            short_runs.append(clock[0])
-            clock[0] += 0.06
+            if self.waiting is not None:
+                self.waiting -= 1
+            self.short_runs.append(self.clock)
+            self.clock += 0.06
         return True
 
-    async def long_batch() -> None:
-        slicer = Slicer(0.01, nullcontext, short_batch, clock=lambda: clock[0])
-        boundary = slicer.checkpoint_of([make_job(LONG, methods=("scorecam",), deadline_s=60)])
-        for _ in range(200):  # 2 s of the long batch's own work
-            clock[0] += 0.01
-            boundary()
+    def run_long_batch(self, chunks: int, arrivals: dict[int, int] | None = None) -> None:
+        """``chunks`` chunks of the long batch; after chunk ``i``, ``arrivals[i]`` short
+        batches start waiting."""
 
-    run(long_batch())
-    assert 9 <= len(short_runs) <= 11  # short batches still get through, once every ~0.2 s
-    assert clock[0] / 2.0 <= MOST_LONG_SLOWDOWN + 0.01  # 1.3, and the first 10 ms slice
+        async def long_batch() -> None:
+            slicer = Slicer(0.01, nullcontext, self.short_batch, clock=lambda: self.clock)
+            job = make_job(LONG, methods=("scorecam",), deadline_s=60)
+            boundary = slicer.checkpoint_of([job])
+            for step in range(chunks):
+                self.clock += 0.01
+                if arrivals and step in arrivals:
+                    self.waiting = (self.waiting or 0) + arrivals[step]
+                boundary()
+
+        run(long_batch())
+
+
+def test_short_batches_take_at_most_three_tenths_of_the_long_batch_s_own_time() -> None:
+    """A short batch waiting at every boundary: without the budget, the long batch would take
+    7 times as long."""
+    stream = FakeClockStream()
+    stream.run_long_batch(200)  # 2 s of the long batch's own work
+    assert 9 <= len(stream.short_runs) <= 11  # short batches still get through, every ~0.2 s
+    assert stream.clock / 2.0 <= MOST_LONG_SLOWDOWN + 0.01  # 1.3, and the first 10 ms slice
 
 
 def test_a_short_batch_after_a_pause_in_the_stream_spends_the_budget_saved_meanwhile() -> None:
-    """Chunks and slices of 10 ms, short batches of 60 ms. None waits for the first 0.5 s,
-    then two arrive one after the other (a client sending again once answered): both run at
-    the next boundaries, not 0.2 s apart as a stream's would, and the third waits for the
-    budget to grow back."""
-    clock = [0.0]
-    waiting = [0]
-    short_runs: list[float] = []
-
-    def short_batch(pause: Pause) -> bool:
-        if not waiting[0]:
-            return False
-        with pause():
-            waiting[0] -= 1
-            short_runs.append(clock[0])
-            clock[0] += 0.06
-        return True
-
-    async def long_batch() -> None:
-        slicer = Slicer(0.01, nullcontext, short_batch, clock=lambda: clock[0])
-        boundary = slicer.checkpoint_of([make_job(LONG, methods=("scorecam",), deadline_s=60)])
-        for step in range(100):  # 1 s of the long batch's own work
-            clock[0] += 0.01
-            if step == 49:
-                waiting[0] = 3
-            boundary()
-
-    run(long_batch())
-    first, second, third = short_runs
+    """None waits for the first 0.5 s, then three arrive (a client sending again once
+    answered): two run at the next boundaries, not 0.2 s apart as a stream's would, and the
+    third waits for the budget to grow back."""
+    stream = FakeClockStream(waiting=0)
+    stream.run_long_batch(100, arrivals={49: 3})  # 1 s of the long batch's own work
+    first, second, third = stream.short_runs
     assert 0.5 <= first <= 0.521  # the next boundary (or the one after: float rounding)
     assert second - (first + 0.06) <= 0.021
     assert third - 2 * 0.06 >= 0.6 - 1e-9  # 3 × 60 ms need 0.6 s of the long batch's own work
     assert third - (second + 0.06) >= 0.05
-    own_s = clock[0] - 3 * 0.06
+    own_s = stream.clock - 3 * 0.06
     assert (MOST_LONG_SLOWDOWN - 1) * own_s + 1e-9 >= 3 * 0.06
