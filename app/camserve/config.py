@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import os
 import re
 from collections.abc import Iterable
 from contextlib import suppress
@@ -232,11 +231,6 @@ class Settings(BaseSettings):
         description="Comma-separated hosts, host:port, addresses or CIDR networks that task "
         "images may come from besides public addresses and Label Studio's own origin.",
     )
-
-    @property
-    def codec_workers(self) -> int:
-        """The codec threads: ``codec_threads``, else one per CPU core."""
-        return self.codec_threads or os.cpu_count() or 1
 
     @property
     def caller_share(self) -> int:

@@ -289,7 +289,6 @@ def test_fault_while_encoding_is_a_generic_500(
 
     with monkeypatch.context() as patch:
         patch.setattr("camserve.serving.service.encode_image", broken_encode)
-        patch.setattr("camserve.serving.service.png_in_pieces", broken_encode)  # PNG's path
         response = post_image(client, params={"model": "tiny"})
         assert_error(response, 500, "internal_error")
         assert SECRET not in response.text

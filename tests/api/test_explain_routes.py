@@ -653,26 +653,3 @@ def test_a_score_cam_channel_budget_covering_every_channel_changes_nothing(
     assert refused.status_code == 422
     assert refused.json()["error"]["code"] == "invalid_parameter"
     assert "scorecam_channels" in refused.json()["error"]["message"]
-
-
-def _idat(png: bytes) -> bytes:
-    start = png.index(b"IDAT") + 4
-    return png[start : start + int.from_bytes(png[start - 8 : start - 4], "big")]
-
-
-def test_a_large_overlay_is_compressed_in_bands_on_the_codec_threads(models_dir: Path) -> None:
-    """With three codec threads a 640 × 480 overlay comes as three deflate bands (each but the
-    last ends on a full flush, ``00 00 ff ff``), in one file with the same pixels and about the
-    same size as from one codec thread; the base64 images of ``/v1/explain`` too."""
-    large = image_bytes(640, 480, seed=7)
-    answers = {}
-    for threads in (1, 3):
-        with serving(make_settings(models_dir, codec_threads=threads)) as server:
-            cam = post_image(server, data=large, params=TINY)
-            assert cam.status_code == 200, cam.text
-            body = explain(server, large, include="overlay")
-            answers[threads] = (cam.content, base64.b64decode(body["explanations"][0]["overlay"]))
-    for one, three in zip(answers[1], answers[3], strict=True):
-        np.testing.assert_array_equal(pixels(three), pixels(one))
-        assert _idat(one).count(b"\x00\x00\xff\xff") < _idat(three).count(b"\x00\x00\xff\xff")
-        assert abs(len(three) - len(one)) <= 0.001 * len(one)

@@ -4,6 +4,7 @@ and the model control that changes the models while it runs."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -68,7 +69,7 @@ def build_service(
         fair_shares=settings.fair_shares,
     )
     codecs = ThreadPoolExecutor(
-        max_workers=settings.codec_workers,
+        max_workers=settings.codec_threads or os.cpu_count() or 1,
         thread_name_prefix="camserve-codec",
     )
     answers = AnswerCache(round(settings.cache_mb * 1024 * 1024), metrics)

@@ -23,14 +23,7 @@ from numpy.typing import NDArray
 from camserve.config import Settings
 from camserve.engine.errors import InvalidTargetError, UnknownLayerError
 from camserve.engine.images.colormaps import validate_colormap
-from camserve.engine.images.imaging import (
-    DecodedImage,
-    decode_image,
-    encode_image,
-    is_png,
-    png_in_pieces,
-)
-from camserve.engine.images.png import PngPieces
+from camserve.engine.images.imaging import DecodedImage, decode_image, encode_image
 from camserve.engine.images.render import validate_alpha
 from camserve.engine.methods import get_method
 from camserve.serving.answer_cache import AnswerCache
@@ -268,27 +261,11 @@ class Service:
             raise OverDeadlineError(refusal)
 
     async def encode(self, pixels: NDArray[np.uint8], image_format: str) -> bytes:
-        """The encoded image, in the codec threads (off the loop); a large PNG in bands, one
-        per codec thread (``png.PngPieces``)."""
-        if is_png(image_format):
-            pieces = await self.in_pool(png_in_pieces, pixels, self.settings.codec_workers)
-            return await self._compressed(pieces, pieces.file)
         return await self.in_pool(encode_image, pixels, image_format)
 
     async def encode_base64(self, pixels: NDArray[np.uint8], image_format: str) -> str:
-        """The encoded image as base64 text, in the codec threads (off the loop)."""
-        if is_png(image_format):
-            pieces = await self.in_pool(png_in_pieces, pixels, self.settings.codec_workers)
-            return await self._compressed(pieces, partial(_base64_file, pieces))
+        """The encoded image as base64 text, both steps in a codec thread (off the loop)."""
         return await self.in_pool(_base64_image, pixels, image_format)
-
-    async def _compressed(self, pieces: PngPieces, finish: Callable[[list[bytes]], R]) -> R:
-        """``finish`` of the bands of ``pieces``, compressed side by side in the codec
-        threads; a file of one band in one step."""
-        if pieces.count == 1:
-            return await self.in_pool(lambda: finish([pieces.piece(0)]))
-        bands = await asyncio.gather(*(self.in_pool(pieces.piece, i) for i in range(pieces.count)))
-        return await self.in_pool(finish, list(bands))
 
     async def in_pool(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run CPU work (decoding, encoding, contours) in the codec threads, off the loop."""
@@ -300,10 +277,6 @@ class Service:
 
 def _split(value: str | None) -> tuple[str, ...]:
     return tuple(item.strip() for item in (value or "").split(",") if item.strip())
-
-
-def _base64_file(pieces: PngPieces, bands: list[bytes]) -> str:
-    return base64.b64encode(pieces.file(bands)).decode("ascii")
 
 
 def _base64_image(pixels: NDArray[np.uint8], image_format: str) -> str:

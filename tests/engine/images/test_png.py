@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from camserve.engine.images.png import PIECE_BYTES, encode_png, png_pieces
+from camserve.engine.images.png import encode_png
 
 SIZES = [(1, 1), (1, 17), (13, 1), (37, 53), (480, 640)]
 
@@ -91,37 +91,3 @@ def test_smooth_images_pack_small() -> None:
 def test_other_arrays_are_refused(pixels: np.ndarray) -> None:
     with pytest.raises(ValueError, match="uint8"):
         encode_png(pixels)
-
-
-def _in_pieces(pixels: np.ndarray, most: int) -> tuple[int, bytes]:
-    pieces = png_pieces(pixels, most)
-    bands = [pieces.piece(index) for index in reversed(range(pieces.count))]  # any order
-    return pieces.count, pieces.file(bands[::-1])
-
-
-@pytest.mark.parametrize("most", [2, 3, 8])
-def test_a_large_colour_image_in_bands_is_the_same_pixels_and_size(most: int) -> None:
-    pixels = _random((480, 640, 3), seed=4)
-    pixels[:200] //= 4  # bands that compress differently
-    count, data = _in_pieces(pixels, most)
-    assert count == min(most, pixels.size // PIECE_BYTES)
-    with Image.open(io.BytesIO(data)) as image:
-        np.testing.assert_array_equal(np.asarray(image), pixels)
-    decoded = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
-    np.testing.assert_array_equal(cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB), pixels)
-    chunks = _chunks(data)
-    assert [kind for kind, _ in chunks] == [b"IHDR", b"IDAT", b"IEND"]
-    whole = _chunks(encode_png(pixels))
-    assert chunks[0] == whole[0]
-    # one zlib stream (zlib checks its Adler-32), the same rows as in one piece
-    assert zlib.decompress(chunks[1][1]) == zlib.decompress(whole[1][1])
-    assert abs(len(chunks[1][1]) - len(whole[1][1])) <= 64 * count
-
-
-def test_small_and_greyscale_images_stay_in_one_piece() -> None:
-    small = _random((100, 100, 3), seed=5)
-    grey = _random((480, 640), seed=6)
-    for pixels in (small, grey):
-        count, data = _in_pieces(pixels, 4)
-        assert count == 1
-        assert data == encode_png(pixels)

@@ -32,7 +32,7 @@ from camserve.engine.errors import (
     UnsupportedImageModeError,
 )
 from camserve.engine.images.jpeg_structure import JpegHeader, read_jpeg_header, starts_like_jpeg
-from camserve.engine.images.png import PngPieces, encode_png, png_pieces
+from camserve.engine.images.png import encode_png
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -44,8 +44,6 @@ __all__ = [
     "decode_image",
     "encode_image",
     "image_to_tensor",
-    "is_png",
-    "png_in_pieces",
 ]
 
 DEFAULT_MAX_PIXELS = 40_000_000
@@ -364,17 +362,6 @@ def encode_image(
     buffer = io.BytesIO()
     Image.fromarray(array).save(buffer, name.upper(), quality=quality)
     return buffer.getvalue()
-
-
-def is_png(format: str) -> bool:
-    """Whether ``format`` names PNG (an unknown name is refused as by ``encode_image``)."""
-    return _encoder_name(format) == "png"
-
-
-def png_in_pieces(pixels: NDArray[Any] | torch.Tensor, most: int) -> PngPieces:
-    """``encode_image(pixels, "png")``, ready to be compressed in at most ``most`` bands on as
-    many threads (``png.PngPieces``): the same pixels, a file of about the same size."""
-    return png_pieces(_as_uint8_array(pixels), most)
 
 
 def _encoder_name(format: str) -> str:
