@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
-import torch.nn.functional as F  # noqa: N812
 from torch import Tensor
 
 from benchmarks.engine_overhead import seconds_per_call
@@ -39,7 +38,7 @@ from camserve.engine.fusion import FUSED_LAYER
 from camserve.engine.images.render import RenderOptions, render_together
 from camserve.engine.models.registry import LoadedModel
 from camserve.quality.composites import composites
-from camserve.quality.default_candidates import CANDIDATES, SERVED, Candidate
+from camserve.quality.default_candidates import CANDIDATES, SERVED, Candidate, mean_on_finest
 from camserve.quality.pointing import composite_tensor
 from camserve.quality.real_model import efficientnet_lite0
 
@@ -89,8 +88,7 @@ def _with_finer_view(
         finer.preprocessing([image], finer.device), [method], targets, layers=[FUSED_LAYER]
     )
     maps.append(fine[key].raw_maps)
-    grid = tuple(maps[-1].shape[-2:])
-    mean = torch.stack([F.interpolate(m, size=grid, mode="bilinear") for m in maps]).mean(0)
+    mean = mean_on_finest(maps)
     return render_together(
         {key: mean}, [image], [RenderOptions()], {key: [0]}, served.preprocessing.placement
     )

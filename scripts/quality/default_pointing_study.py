@@ -20,7 +20,7 @@ import torch
 
 from camserve.quality.composites import Composite, composites
 from camserve.quality.default_candidates import CANDIDATES, candidate_hits, view_engines
-from camserve.quality.held_out_composites import held_out_composites
+from camserve.quality.held_out_composites import HELD_OUT
 from camserve.quality.real_model import efficientnet_lite0
 
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     tuning = pointing(composites(0, args.tuning), "tuning")
-    held_out = pointing(held_out_composites(0, args.held_out), "held-out")
+    held_out = pointing(HELD_OUT.first(0, args.held_out), "held-out")
     lines = [
         f"| candidate | tuning ({args.tuning}) | held-out ({args.held_out}) |",
         "|---|---:|---:|",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from camserve.quality.composites import TUNING, Box
-from camserve.quality.held_out_composites import HELD_OUT, held_out_composites
+from camserve.quality.held_out_composites import HELD_OUT
 
 
 def test_nothing_is_shared_with_the_tuning_set() -> None:
@@ -30,7 +30,7 @@ def test_the_objects_sit_nearer_the_edges_than_in_the_tuning_set() -> None:
 
 
 def test_a_grey_texture_comes_tinted() -> None:
-    grey = next(c for c in held_out_composites(0, 80) if c.background == "page")
+    grey = next(c for c in HELD_OUT.first(0, 80) if c.background == "page")
     outside = np.ones(grey.image.shape[:2], dtype=bool)
     x0, y0, x1, y1 = grey.box
     outside[y0:y1, x0:x1] = False

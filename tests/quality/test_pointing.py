@@ -15,7 +15,7 @@ import pytest
 
 from camserve.engine.fusion import FUSED_LAYER
 from camserve.quality.composites import composites
-from camserve.quality.held_out_composites import held_out_composites
+from camserve.quality.held_out_composites import HELD_OUT
 from camserve.quality.pointing import StudyTally, study_composites
 from camserve.quality.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
 from tests.harness.cam_peers import peer_map
@@ -63,7 +63,7 @@ def test_camserve_and_the_peer_agree_at_the_last_block(tally: StudyTally) -> Non
 @pytest.fixture(scope="module")
 def held_out() -> StudyTally:
     engine = efficientnet_lite0_engine(efficientnet_lite0())
-    images = list(held_out_composites(SEED, HELD_OUT_COMPOSITES))
+    images = list(HELD_OUT.first(SEED, HELD_OUT_COMPOSITES))
     return study_composites(engine, images, ["gradcam", "layercam"], [LAST_BLOCK, FUSED_LAYER])
 
 

@@ -24,7 +24,14 @@ from camserve.engine.models.registry import LoadedModel
 from camserve.quality.composites import Composite
 from camserve.quality.pointing import composite_tensor, explained_class, score_map
 
-__all__ = ["CANDIDATES", "Candidate", "View", "candidate_hits", "view_engines"]
+__all__ = [
+    "CANDIDATES",
+    "Candidate",
+    "View",
+    "candidate_hits",
+    "mean_on_finest",
+    "view_engines",
+]
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,7 @@ def candidate_hits(
             fuse_maps([maps[(view, candidate.method, layer)] for layer in candidate.layers])
             for view in candidate.views
         ]
-        hits[candidate.name] = score_map(served, _mean_on_finest(fused)[0, 0], composite).hit
+        hits[candidate.name] = score_map(served, mean_on_finest(fused)[0, 0], composite).hit
     return hits
 
 
@@ -123,7 +130,8 @@ def _view_maps(
     return maps
 
 
-def _mean_on_finest(maps: Sequence[Tensor]) -> Tensor:
+def mean_on_finest(maps: Sequence[Tensor]) -> Tensor:
+    """The mean of maps (N, K, h_i, w_i), each resized (bilinear) to the finest of their grids."""
     size = max((tuple(m.shape[-2:]) for m in maps), key=lambda hw: hw[0] * hw[1])
     resized = [
         m if tuple(m.shape[-2:]) == size else F.interpolate(m, size=size, mode="bilinear")

@@ -16,7 +16,7 @@ Beta(0.5, 0.5), so the object sits near an edge or a corner more often than in t
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -24,15 +24,13 @@ import numpy as np
 import skimage.data
 from matplotlib import cbook, colormaps
 
-from camserve.quality.composites import Composite, CompositeSet, Image, PhotoObject, grey_to_rgb
+from camserve.quality.composites import CompositeSet, Image, PhotoObject, grey_to_rgb
 
 __all__ = [
     "HELD_OUT",
     "HELD_OUT_BACKGROUNDS",
     "HELD_OUT_CANVASES",
     "HELD_OUT_OBJECTS",
-    "held_out_composite_at",
-    "held_out_composites",
 ]
 
 
@@ -100,14 +98,5 @@ HELD_OUT = CompositeSet(
     tinted_backgrounds=frozenset({"coins", "moon", "page"}),
     edge_bias=0.5,
 )
-"""Never tuned on: it only confirms (docs/quality.md, "Choosing the default")."""
-
-
-def held_out_composite_at(seed: int, index: int) -> Composite:
-    """Composite ``index`` of the held-out set drawn with ``seed``."""
-    return HELD_OUT.at(seed, index)
-
-
-def held_out_composites(seed: int, count: int) -> Iterator[Composite]:
-    """The first ``count`` composites of the held-out set drawn with ``seed``."""
-    return HELD_OUT.first(seed, count)
+"""Never tuned on: it only confirms (docs/quality.md, "Choosing the default"). Composite ``i``
+of seed ``s``: ``HELD_OUT.at(s, i)``; the first ``n``: ``HELD_OUT.first(s, n)``."""
