@@ -1,5 +1,6 @@
 """``GET /v1/models/{name}/report`` on in-process servers: the shipped ``shapes`` model's report
-goes from queued through running to ready with real numbers; a reload says how far the new
+goes from queued through running to ready with real numbers, and so do the shipped detector's and
+segmenter's (each scored as its task answers); a reload says how far the new
 version's maps moved (none for the same weights, most for other weights), in the report, the log
 and the metrics; unknown models and servers without reports answer 404."""
 
@@ -122,6 +123,35 @@ def test_the_report_holds_each_methods_sanity_and_faithfulness(
     assert rows["gradcam"]["sanity"]["spearman"][1] < 0.2
     assert rows["eigencam"]["sanity"]["passed"] is False
     assert rows["gradcam"]["faithfulness"]["road"] > 0.2
+
+
+def test_a_detector_and_a_segmenter_have_reports_scored_by_their_task(tmp_path: Path) -> None:
+    settings = make_settings(
+        SHIPPED_MODELS,
+        models=["shapes-detector", "shapes-segmenter"],
+        audit=True,
+        audit_dir=tmp_path,
+        audit_max_images=1,
+    )
+    with serving(settings) as client:
+        detector = poll_report(client, "shapes-detector", ready)["report"]
+        segmenter = poll_report(client, "shapes-segmenter", ready)["report"]
+    assert (detector["task"], segmenter["task"]) == ("detection", "segmentation")
+    assert "detection of the explained class" in detector["score"]
+    assert "over the pixels the trained model gave it" in segmenter["score"]
+    assert detector["settings"]["layers"] == ["backbone", "backbone[0]", "backbone[pool]"]
+    assert segmenter["settings"]["layers"] == ["backbone.layer4"]
+    for report, head in ((detector, "roi_heads"), (segmenter, "classifier")):
+        rows = {(row["method"], row["layer"]): row for row in report["rows"]}
+        layer = report["settings"]["layers"][0]
+        assert rows[("eigencam", layer)]["sanity"]["steps"] == [head]
+        assert rows[("eigencam", layer)]["sanity"]["passed"] is False  # blind to the head
+        assert rows[("gradcam", layer)]["sanity"]["passed"] is True
+        for row in rows.values():
+            faithful = row["faithfulness"]
+            assert 0.0 <= faithful["deletion_auc"] <= 1.0
+            assert 0.0 <= faithful["insertion_auc"] <= 1.0
+    assert {entry["method"] for entry in segmenter["left_out"]} <= {"cam"}
 
 
 def test_unknown_models_and_servers_without_reports_answer_404(models_dir: Path) -> None:

@@ -3,8 +3,8 @@ browser on a real server whose reports are on: once the shipped ``shapes`` model
 ready, each method's checkbox says at the chosen layer whether its maps pass the sanity check and
 how it ranks on faithfulness (ROAD), as the report's JSON says, and a link opens the report; while
 the report is computed a quiet note says how far it has come, and the page asks again every few
-seconds, then no more. A detector (no report: ``unsupported``) and a server whose reports are off
-(404 ``reports_off``) show nothing, and no error."""
+seconds, then no more. The shipped detector's report badges its methods at its pyramid the same
+way; a server whose reports are off (404 ``reports_off``) shows nothing, and no error."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 MODEL, DETECTOR = "shapes", "shapes-detector"
 REPORT_PATH = f"/v1/models/{MODEL}/report"
 REPORT_LIMIT_S = 120.0
-"""The shapes report takes about 8 s on two busy cores."""
+"""The shapes report takes about 8 s on two busy cores, the detector's about 20 s after it."""
 PAGE_POLL_S = 4.0
 """How often the page asks again while the report is computed (reportwatch.js)."""
 SAMPLE = Path(__file__).resolve().parents[2] / "app/camserve/web/static/samples/shapes/star.jpg"
@@ -207,12 +207,24 @@ def test_while_the_report_is_computed_a_note_says_how_far_and_the_page_asks_agai
     assert answered == ["running", "real"], "the page kept asking once the report was ready"
 
 
-def test_a_detector_has_no_report_and_the_page_shows_none(web: WebPage) -> None:
-    assert report_of(web.server, DETECTOR)["state"] == "unsupported"
+def test_a_detector_s_badges_show_at_its_pyramid(web: WebPage) -> None:
+    """The detector's report (computed after the classifier's) badges its methods as well."""
+    poll_until(
+        lambda: report_of(web.server, DETECTOR)["state"] == "ready",
+        timeout=REPORT_LIMIT_S,
+        what="the detector's report ready",
+    )
+    report = report_of(web.server, DETECTOR)["report"]
+    rows = [row for row in report["rows"] if row["layer"] == "backbone"]
     web.page.select_option("#model", DETECTOR)
-    expect(web.page.locator(NOTE)).to_be_hidden()
-    expect(web.page.locator(BADGES)).to_have_count(0)
-    assert report_calls(web, DETECTOR) == 0
+    expect(web.page.locator(BADGES)).to_have_count(len(rows))
+    shown = shown_badges(web)
+    assert {method: badge["passed"] for method, badge in shown.items()} == {
+        row["method"]: row["sanity"]["passed"] for row in rows
+    }
+    assert shown["eigencam"]["sanity"] == "✗ sanity"  # class-blind: the heads change nothing
+    expect(web.page.locator(NOTE)).to_contain_text("Sanity check and faithfulness rank at backbone")
+    web.screenshot("detector")
     assert web.error_text() == ""
 
 

@@ -24,7 +24,7 @@ class ReportResponse(BaseModel):
     state: Literal["queued", "running", "ready", "failed", "unsupported"] = Field(
         description="queued: waiting for the reports' thread; running: being computed "
         "(`progress`, `stage`); ready: `report` holds it; failed: `message` says why; "
-        "unsupported: a detector or a segmenter (the report explains classifiers)."
+        "unsupported: an engine served without a manifest (no version to report on)."
     )
     progress: float = Field(description="The fraction computed, 0 to 1.")
     stage: str = Field(description="What the report did last.")

@@ -14,21 +14,27 @@ from camserve.cli.common import (
     cli,
     console,
     fail,
-    require_classifier,
 )
 from camserve.config import DEFAULT_MODELS_DIR
 from camserve.engine.engine import CamEngine
-from camserve.engine.errors import CamserveError
+from camserve.engine.errors import CamserveError, UnknownLayerError
 from camserve.engine.fusion import FUSED_LAYER
 from camserve.engine.methods import get_method
+from camserve.engine.models.dense import load_dense_model
+from camserve.engine.models.devices import resolve_device
+from camserve.engine.models.manifest import ModelSpec
 from camserve.engine.models.registry import load_model
-from camserve.quality.audit.candidates import DEFAULT_METHODS, candidate_layers
+from camserve.engine.targets import class_index
+from camserve.quality.audit.candidates import DEFAULT_METHODS
 from camserve.quality.audit.faithfulness import DEFAULT_CURVE_STEPS
 from camserve.quality.audit.files import write_audit
 from camserve.quality.audit.reference import SAMPLES, reference_folder
 from camserve.quality.audit.road import DEFAULT_PERCENTILES
 from camserve.quality.audit.run import Audit, AuditSettings, run_audit
+from camserve.quality.audit.subjects import AuditedModel, audited
+from camserve.quality.audit.subjects.classifier import ClassifierSubject
 from camserve.quality.datasets import samples_from_folder
+from camserve.serving.detector_jobs import DetectorExplainer
 from camserve.serving.model_versions import ModelVersions
 
 __all__ = ["SAMPLES", "audit_command", "reference_folder"]
@@ -73,27 +79,29 @@ def audit_command(
     """Check whether each method's maps can be trusted: sanity, faithfulness, localisation.
 
     Randomises the weights from the logits down and compares the maps; scores ROAD and
-    deletion / insertion; with --boxes, the pointing games. Writes JSON, CSV and a chart.
+    deletion / insertion; with --boxes, the pointing games. Classifiers, segmenters and
+    detectors alike. Writes JSON, CSV and a chart.
     """
     try:
         spec = choose_spec(models_dir, model, None, "DEFAULT", None)
-        require_classifier(spec, "audit")
-        engine = CamEngine.from_loaded(load_model(spec), device=device)
+        subject, labels = _audited(spec, device)
         folder = images or reference_folder(spec.name)
-        samples, skipped = samples_from_folder(folder, boxes, engine.class_index)
+        samples, skipped = samples_from_folder(
+            folder, boxes, lambda name: class_index(labels, name)
+        )
         for file in skipped:
             console.print(f"[yellow]skipped[/] {file.path}: {file.reason}", highlight=False)
         if not samples:
             raise CamserveError(f"no readable images in {folder}")
         settings = AuditSettings(
             methods=_methods(methods),
-            layers=_layers(engine, layers),
+            layers=_layers(subject, layers),
             percentiles=_percentiles(road_percentiles),
             curve_steps=curve_steps,
             seed=seed,
         )
         audit = run_audit(
-            engine,
+            subject,
             samples,
             settings,
             model=spec.name,
@@ -118,11 +126,27 @@ def _methods(text: str | None) -> tuple[str, ...]:
     )
 
 
-def _layers(engine: CamEngine, text: str | None) -> tuple[str, ...]:
-    names = _names(text) or candidate_layers(engine)
+def _audited(spec: ModelSpec, device: str) -> tuple[AuditedModel, list[str] | None]:
+    """The model ``spec`` describes as the report audits it, and its labels."""
+    if spec.task == "detection":
+        loaded = load_dense_model(spec)
+        return audited(DetectorExplainer(loaded, resolve_device(device))), loaded.labels
+    built = load_dense_model(spec) if spec.task == "segmentation" else load_model(spec)
+    engine = CamEngine.from_loaded(built, device=device)
+    return audited(engine), engine.labels
+
+
+def _layers(subject: AuditedModel, text: str | None) -> tuple[str, ...]:
+    names = _names(text) or subject.candidate_layers()
     for name in names:
-        if name != FUSED_LAYER or not engine.fusion_layers:
-            engine.layer_module(name)
+        if isinstance(subject, ClassifierSubject):
+            if name != FUSED_LAYER or not subject.engine.fusion_layers:
+                subject.engine.layer_module(name)
+        elif name not in subject.candidate_layers():
+            raise UnknownLayerError(
+                f"unknown detector layer {name!r}; candidates: "
+                + ", ".join(subject.candidate_layers())
+            )
     return tuple(names)
 
 

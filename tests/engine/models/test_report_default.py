@@ -18,6 +18,7 @@ from camserve.engine.models.registry import load_model
 from camserve.engine.models.report_default import ReportRow, most_faithful_passing, read_report_rows
 from camserve.quality.audit.files import audit_json
 from camserve.quality.audit.run import AuditSettings, run_audit
+from camserve.quality.audit.subjects import audited
 from camserve.quality.datasets import samples_from_folder
 from camserve.serving.served_models import load_classifier
 from tests.support import SHIPPED_MODELS
@@ -54,7 +55,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     engine = CamEngine.from_loaded(load_model(spec), device="cpu")
     samples, _ = samples_from_folder(SAMPLES, None, engine.class_index)
     torch.manual_seed(0)
-    audit = run_audit(engine, samples[:3], SETTINGS, model="shapes", version="test")
+    audit = run_audit(audited(engine), samples[:3], SETTINGS, model="shapes", version="test")
     folder = tmp_path_factory.mktemp("report")
     (folder / "audit.json").write_text(json.dumps(audit_json(audit)))
     return folder / "audit.json"

@@ -10,9 +10,10 @@ from torch import Tensor
 from camserve.engine.engine import CamEngine
 from camserve.engine.models.manifest import load_manifests
 from camserve.engine.models.registry import load_model
-from camserve.quality.audit.candidates import Pair, engine_maps
+from camserve.quality.audit.candidates import Pair, model_maps
 from camserve.quality.audit.randomisation import cascade, cascade_units, last_block
 from camserve.quality.audit.sanity import SANITY_THRESHOLD, sanity_curves
+from camserve.quality.audit.subjects import AuditedModel, audited
 from camserve.quality.datasets import samples_from_folder
 from camserve.web.routes import SAMPLES_DIR
 from tests.support import SHIPPED_MODELS
@@ -33,7 +34,7 @@ def reference(shapes: CamEngine) -> tuple[Tensor, Tensor]:
     return inputs, shapes.probabilities(inputs).argmax(dim=1)
 
 
-def edge_maps(_engine: CamEngine, inputs: Tensor, _targets: Tensor) -> dict[Pair, Tensor]:
+def edge_maps(_model: AuditedModel, inputs: Tensor, _targets: Tensor) -> dict[Pair, Tensor]:
     """The image's own gradient magnitude, min-max normalised: it ignores the model."""
     grey = inputs.mean(dim=1)
     rows = torch.nn.functional.pad(grey[:, 1:, :] - grey[:, :-1, :], (0, 0, 0, 1))
@@ -67,12 +68,13 @@ def test_an_edge_map_fails_and_grad_cam_at_the_last_block_passes(
     shapes: CamEngine, reference: tuple[Tensor, Tensor]
 ) -> None:
     inputs, targets = reference
-    edges = sanity_curves(shapes, inputs, targets, edge_maps)
+    edges = sanity_curves(audited(shapes), inputs, targets, edge_maps)
     (edge,) = edges
     assert edge.spearman == pytest.approx([1.0] * 6)
     assert edge.ssim == pytest.approx([1.0] * 6)
     assert not edge.passed
-    (gradcam,) = sanity_curves(shapes, inputs, targets, engine_maps(["gradcam"], ["layer4"]))
+    subject = audited(shapes)
+    (gradcam,) = sanity_curves(subject, inputs, targets, model_maps(["gradcam"], ["layer4"]))
     assert gradcam.steps == ("fc", "layer4", "layer3", "layer2", "layer1", "stem")
     assert gradcam.decisive_step == 1
     assert gradcam.decisive_spearman < SANITY_THRESHOLD - 0.2

@@ -1,6 +1,7 @@
-"""What the reports hold per model before their thread runs: a queued report for each classifier
-version the worker makes current, ``unsupported`` for a segmenter or a detector, none after the
-model is removed, and nothing at all on a server whose reports are off."""
+"""What the reports hold per model before their thread runs: a queued report for each version the
+worker makes current (a classifier's, a segmenter's), ``unsupported`` for an engine served
+without a manifest (no version), none after the model is removed, and nothing at all on a server
+whose reports are off."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def reports(tmp_path: Path, *, audit: bool = True) -> tuple[ExplanationReports, 
     return ExplanationReports(settings, worker, Metrics()), worker
 
 
-def test_each_new_version_is_queued_and_a_segmenter_is_unsupported(tmp_path: Path) -> None:
+def test_each_new_version_is_queued_and_a_bare_engine_is_unsupported(tmp_path: Path) -> None:
     kept, worker = reports(tmp_path)
     assert worker.news.observer is kept
     first = LiveVersion(small_engine(), served("v1"))
@@ -53,9 +54,12 @@ def test_each_new_version_is_queued_and_a_segmenter_is_unsupported(tmp_path: Pat
     assert (body["model_version"], body["state"], body["progress"]) == ("v2", "queued", 0.0)
     assert len(kept._jobs) == 1  # v1's queued report was dropped for v2's
     worker.news.installed("small", LiveVersion(small_engine(), served("v3", "segmentation")))
-    body = kept.report_of(served("v3", "segmentation"))
+    assert kept.report_of(served("v3", "segmentation"))["state"] == "queued"
+    assert len(kept._jobs) == 1  # v3's replaced v2's
+    worker.news.installed("small", LiveVersion(small_engine()))
+    body = kept.report_of(served(""))
     assert body["state"] == "unsupported"
-    assert body["message"] == "the explanation report covers classifiers"
+    assert body["message"] == "a bare engine, served under no manifest, has no report"
     assert len(kept._jobs) == 0
 
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import Tensor
 
-from camserve.engine.engine import CamEngine
-from camserve.quality.audit.candidates import Pair, engine_maps
+from camserve.quality.audit.candidates import Pair, model_maps
+from camserve.quality.audit.subjects import AuditedModel, audited
 from camserve.quality.served.worker_passes import ReportCancelledError, WorkerPasses
 from tests.serving.test_worker import make_worker, random_image, small_engine
 from tests.tolerances import NETWORK, assert_float32_close
@@ -30,19 +30,19 @@ def test_maps_and_probabilities_come_in_units_and_match_a_pass_at_once() -> None
         targets = torch.tensor([0, 1, 2, 3, 4])
         threads: list[str] = []
 
-        both = engine_maps(["gradcam", "eigencam"], ["features"])
+        both = model_maps(["gradcam", "eigencam"], ["features"])
 
-        def source(engine: CamEngine, inputs: Tensor, targets: Tensor) -> dict[Pair, Tensor]:
+        def source(model: AuditedModel, inputs: Tensor, targets: Tensor) -> dict[Pair, Tensor]:
             threads.append(threading.current_thread().name)
-            return both(engine, inputs, targets)
+            return both(model, inputs, targets)
 
         passes = WorkerPasses(worker, 2, lambda: True)
-        maps = passes.maps(source)(engine, inputs, targets)
-        probabilities = passes.probabilities(engine)(inputs)
+        maps = passes.maps(source)(audited(engine), inputs, targets)
+        probabilities = passes.in_units(engine.probabilities)(inputs)
         units = worker._idle_work.ran
     finally:
         worker.stop(10)
-    at_once = engine_maps(["gradcam", "eigencam"], ["features"])(engine, inputs, targets)
+    at_once = model_maps(["gradcam", "eigencam"], ["features"])(audited(engine), inputs, targets)
     assert threads == ["camserve-worker"] * 3  # 2 + 2 + 1 images
     assert units == 6  # three units of maps, three of probabilities
     assert set(maps) == {("gradcam", "features"), ("eigencam", "features")}

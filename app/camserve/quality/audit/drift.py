@@ -19,6 +19,7 @@ import torch
 
 from camserve.quality.audit.candidates import Pair
 from camserve.quality.audit.similarity import spearman
+from camserve.quality.audit.subjects.base import target_classes
 
 __all__ = [
     "MAP_SIDE",
@@ -148,7 +149,7 @@ def version_maps(
     return VersionMaps(
         version,
         list(images),
-        [int(target) for target in targets.tolist()],
+        target_classes(targets),
         {pair: _shrunk(heat) for pair, heat in maps.items()},
     )
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from camserve.engine.engine import CamEngine
 from camserve.quality.audit.candidates import MapSource
-from camserve.quality.audit.road import ProbabilityFn
+from camserve.quality.audit.subjects.base import BatchFn
 
-__all__ = ["Passes", "ProbabilityFn"]
+__all__ = ["BatchFn", "Passes"]
 
 T = TypeVar("T")
 
@@ -33,6 +32,6 @@ class Passes:
         """``source``, its passes run through ``run``."""
         return source
 
-    def probabilities(self, engine: CamEngine) -> ProbabilityFn:
-        """``engine``'s class probabilities, its passes run through ``run``."""
-        return engine.probabilities
+    def in_units(self, batch_fn: BatchFn) -> BatchFn:
+        """``batch_fn`` (a model pass over a batch), its passes run through ``run``."""
+        return batch_fn

@@ -2,7 +2,10 @@
 NeurIPS 2018): the model's weights replaced by noise from the logits down, one unit at a time.
 
 A unit is one of the model's top-level modules that holds weights, a top-level sequence of
-stages (``blocks``, ``layer1``) counting as its stages. Each weight tensor becomes seeded
+stages (``blocks``, ``layer1``) counting as its stages, and a detector's or a segmenter's
+``backbone`` as its parts that hold weights (``backbone.layer4``, ``backbone.fpn``). An auxiliary
+head (torchvision's ``aux_classifier``), which the output does not read, is no unit: randomising
+it would change nothing. Each weight tensor becomes seeded
 Gaussian noise with the tensor's own mean and standard deviation, so that activations keep
 their scale and only what was learned is lost; normalisation statistics are kept.
 """
@@ -33,14 +36,31 @@ def cascade_units(model: nn.Module) -> list[str]:
     which is their order in the forward pass for the models camserve serves)."""
     units: list[str] = []
     for name, child in model.named_children():
-        parts = (
-            list(child.named_children()) if isinstance(child, nn.Sequential | nn.ModuleList) else []
-        )
-        if parts and all(_holds_weights(part) for _, part in parts):
-            units.extend(f"{name}.{part}" for part, _ in parts)
+        if name.startswith(AUXILIARY):
+            continue
+        parts = _stages(name, child)
+        if parts:
+            units.extend(f"{name}.{part}" for part in parts)
         elif _holds_weights(child):
             units.append(name)
     return units[::-1]
+
+
+AUXILIARY = "aux"
+"""The prefix of the heads a model trains with and does not answer with."""
+BACKBONE = "backbone"
+"""A dense model's feature extractor, randomised stage by stage."""
+
+
+def _stages(name: str, child: nn.Module) -> list[str]:
+    """The stages a top-level module counts as (none: it is one unit)."""
+    parts = list(child.named_children())
+    if name == BACKBONE:
+        return [part for part, module in parts if _holds_weights(module)]
+    sequence = isinstance(child, nn.Sequential | nn.ModuleList)
+    if sequence and parts and all(_holds_weights(module) for _, module in parts):
+        return [part for part, _ in parts]
+    return []
 
 
 def last_block(model: nn.Module) -> str:

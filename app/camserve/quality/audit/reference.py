@@ -7,18 +7,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
 from torch import Tensor
 
-from camserve.engine.engine import CamEngine
-from camserve.quality.audit.candidates import Pair, engine_maps
+from camserve.quality.audit.candidates import Pair, model_maps
 from camserve.quality.audit.passes import Passes
+from camserve.quality.audit.subjects.base import AuditedModel
 from camserve.quality.datasets import EvalSample
 
-__all__ = ["SAMPLES", "ReferenceMaps", "reference_folder", "reference_maps"]
+__all__ = ["FLAT", "SAMPLES", "ReferenceMaps", "reference_folder", "reference_maps"]
 
 SAMPLES = Path(__file__).resolve().parents[2] / "web" / "static" / "samples"
 """The page's samples: a folder named after a model is its reference set, photos otherwise."""
+
+
+FLAT = (
+    "its maps are flat on every reference image: the explained answers read nothing at this "
+    "layer (a detector's box reads one pyramid level), so there is nothing to rank"
+)
 
 
 def reference_folder(model: str) -> Path:
@@ -34,40 +39,40 @@ class ReferenceMaps:
 
     images: list[str]
     inputs: Tensor
-    """The preprocessed images (B, C, H, W), on the engine's device."""
+    """The preprocessed images (B, C, H, W), on the model's device."""
     targets: Tensor
-    """(B,) on the CPU: each image's label when known, else the model's top class."""
+    """On the CPU, a row per image: its label (and box) when known, else what the model
+    predicts (``subjects.base``)."""
     maps: dict[Pair, Tensor]
     refusals: dict[Pair, str] = field(default_factory=dict)
     """Why each pair a method refuses (CAM without a linear head at the layer) is left out."""
 
 
 def reference_maps(
-    engine: CamEngine,
+    subject: AuditedModel,
     samples: Sequence[EvalSample],
     methods: Sequence[str],
     layers: Sequence[str],
     passes: Passes | None = None,
 ) -> ReferenceMaps:
-    """``engine``'s maps of ``methods`` at ``layers`` on ``samples``, from one pass (run
+    """``subject``'s maps of ``methods`` at ``layers`` on ``samples``, from one pass (run
     through ``passes``)."""
     if not samples:
         raise ValueError("the reference set holds no images")
     passes = passes or Passes()
-    inputs = engine.preprocessing([sample.image for sample in samples], engine.device)
-    targets = _targets(passes.probabilities(engine)(inputs), samples)
-    source = engine_maps(methods, layers)
-    maps = passes.maps(source)(engine, inputs, targets)
+    inputs = subject.inputs(samples)
+    targets = subject.targets(samples, passes.in_units(subject.predicted_targets)(inputs))
+    source = model_maps(methods, layers)
+    maps = passes.maps(source)(subject, inputs, targets)
+    refusals = dict(source.refusals)
+    for pair in [pair for pair, heat in maps.items() if _flat(heat)]:
+        del maps[pair]
+        refusals[pair] = FLAT
     names = [sample.name for sample in samples]
-    return ReferenceMaps(names, inputs, targets, maps, dict(source.refusals))
+    return ReferenceMaps(names, inputs, targets, maps, refusals)
 
 
-def _targets(probabilities: Tensor, samples: Sequence[EvalSample]) -> Tensor:
-    predicted = probabilities.argmax(dim=1).cpu()
-    labels = [sample.label for sample in samples]
-    return torch.tensor(
-        [
-            label if label is not None else int(top)
-            for label, top in zip(labels, predicted, strict=True)
-        ]
-    )
+def _flat(maps: Tensor) -> bool:
+    """Every map (H, W) of ``maps`` holds one value."""
+    spans = maps.flatten(1).amax(dim=1) - maps.flatten(1).amin(dim=1)
+    return bool((spans == 0).all())

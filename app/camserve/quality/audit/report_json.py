@@ -15,6 +15,8 @@ def audit_json(audit: Audit) -> dict[str, Any]:
     return {
         "model": audit.model,
         "version": audit.version,
+        "task": audit.task,
+        "score": audit.score,
         "images": audit.images,
         "settings": {
             "methods": list(settings.methods),
@@ -26,7 +28,8 @@ def audit_json(audit: Audit) -> dict[str, Any]:
         },
         "sanity_rule": (
             f"fails when the mean Spearman correlation with the trained model's maps is "
-            f"{audit.threshold:g} or more once everything down to the last block is randomised"
+            f"{audit.threshold:g} or more once everything down to the last block (a detector's "
+            "or a segmenter's head) is randomised"
         ),
         "rows": [_row_json(row) for row in audit.rows],
         "left_out": [

@@ -9,9 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from camserve.engine.engine import CamEngine
-from camserve.engine.images.render import upsample_maps
-from camserve.quality.audit.candidates import Pair, engine_maps
+from camserve.quality.audit.candidates import Pair, model_maps
 from camserve.quality.audit.faithfulness import DEFAULT_CURVE_STEPS, Faithfulness, faithfulness
 from camserve.quality.audit.localisation import Localisation, localisation
 from camserve.quality.audit.passes import Passes
@@ -19,6 +17,7 @@ from camserve.quality.audit.randomisation import cascade_units, last_block
 from camserve.quality.audit.reference import ReferenceMaps, reference_maps
 from camserve.quality.audit.road import DEFAULT_PERCENTILES, ImputationCache
 from camserve.quality.audit.sanity import SANITY_THRESHOLD, SanityCurve, sanity_curves
+from camserve.quality.audit.subjects.base import AuditedModel
 from camserve.quality.datasets import EvalSample
 
 __all__ = ["Audit", "AuditRow", "AuditSettings", "Progress", "run_audit"]
@@ -53,6 +52,9 @@ class Audit:
     version: str
     images: list[str]
     settings: AuditSettings
+    task: str = "classification"
+    score: str = "the explained class's probability"
+    """What faithfulness scores (``subjects``: per task)."""
     rows: list[AuditRow] = field(default_factory=list)
     left_out: dict[Pair, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -65,7 +67,7 @@ def _ignore(_message: str, _done: float) -> None:
 
 
 def run_audit(
-    engine: CamEngine,
+    subject: AuditedModel,
     samples: Sequence[EvalSample],
     settings: AuditSettings,
     *,
@@ -75,16 +77,18 @@ def run_audit(
     passes: Passes | None = None,
     on_reference: Callable[[ReferenceMaps], None] | None = None,
 ) -> Audit:
-    """The report of ``engine``'s model on ``samples``, each explaining its label when known,
-    else the trained model's top class. ``passes``: where the passes run (here by default);
+    """The report of ``subject``'s model on ``samples``, each explaining its label (and box)
+    when known, else the trained model's own answer. ``passes``: where the passes run (here by
+    default);
     ``on_reference``: told the trained model's maps as soon as they are computed."""
     passes = passes or Passes()
     started = time.perf_counter()
-    audit = Audit(model, version, [sample.name for sample in samples], settings)
-    reference = reference_maps(engine, samples, settings.methods, settings.layers, passes)
+    names = [sample.name for sample in samples]
+    audit = Audit(model, version, names, settings, subject.task, subject.score)
+    reference = reference_maps(subject, samples, settings.methods, settings.layers, passes)
     audit.left_out.update(reference.refusals)
     audit.seconds["trained maps"] = time.perf_counter() - started
-    steps = _cascade_steps(engine, settings)
+    steps = _cascade_steps(subject, settings)
     total = 1 + steps + len(reference.maps)
     on_progress("trained maps", 1 / total)
     if on_reference is not None:
@@ -93,10 +97,10 @@ def run_audit(
     mark = time.perf_counter()
     done = iter(range(2, total + 1))
     curves = sanity_curves(
-        engine,
+        subject,
         inputs,
         targets,
-        passes.maps(engine_maps(settings.methods, settings.layers)),
+        passes.maps(model_maps(settings.methods, settings.layers)),
         seed=settings.seed,
         trained_maps=trained,
         on_step=lambda unit: on_progress(f"sanity: randomised {unit}", next(done) / total),
@@ -106,20 +110,20 @@ def run_audit(
     audit.seconds["sanity"] = time.perf_counter() - mark
     mark = time.perf_counter()
     cache = ImputationCache()
-    probabilities = passes.probabilities(engine)
+    scores_of, columns = subject.scoring(inputs, targets, passes)
     for curve in curves:
         pair = (curve.method, curve.layer)
         scores = faithfulness(
-            probabilities,
+            scores_of,
             inputs,
             trained[pair],
-            targets.tolist(),
+            columns,
             percentiles=settings.percentiles,
             curve_steps=settings.curve_steps,
             cache=cache,
             seed=settings.seed,
         )
-        placed = _localisation(engine, samples, trained[pair])
+        placed = _localisation(subject, samples, trained[pair])
         audit.rows.append(AuditRow(curve.method, curve.layer, curve, scores, placed))
         on_progress(f"faithfulness: {curve.method} at {curve.layer}", next(done) / total)
     audit.seconds["faithfulness"] = time.perf_counter() - mark
@@ -127,22 +131,21 @@ def run_audit(
     return audit
 
 
-def _cascade_steps(engine: CamEngine, settings: AuditSettings) -> int:
-    units = cascade_units(engine.model)
-    return len(units) if settings.full_cascade else units.index(last_block(engine.model)) + 1
+def _cascade_steps(subject: AuditedModel, settings: AuditSettings) -> int:
+    units = cascade_units(subject.model)
+    return len(units) if settings.full_cascade else units.index(last_block(subject.model)) + 1
 
 
 def _localisation(
-    engine: CamEngine, samples: Sequence[EvalSample], maps: torch.Tensor
+    subject: AuditedModel, samples: Sequence[EvalSample], maps: torch.Tensor
 ) -> Localisation | None:
     """The localisation scores of the maps on the images with a box, each map put back on its
-    image as the resize policy placed it."""
+    image as the model's input placed it."""
     heats, boxes = [], []
     for sample, heat in zip(samples, maps, strict=True):
         if sample.box is None:
             continue
         size = (int(sample.image.shape[-2]), int(sample.image.shape[-1]))
-        placed = upsample_maps(heat[None, None].float(), size, engine.preprocessing.placement)
-        heats.append(placed[0, 0].to("cpu", torch.float64).numpy())
+        heats.append(subject.placed(heat, size).to("cpu", torch.float64).numpy())
         boxes.append(sample.box)
     return localisation(heats, boxes)

@@ -24,11 +24,11 @@ import numpy.typing as npt
 import torch
 from torch import Tensor
 
-from camserve.engine.engine import CamEngine
 from camserve.quality.audit.candidates import MapSource, Pair
 from camserve.quality.audit.passes import Passes
 from camserve.quality.audit.randomisation import cascade, cascade_units, last_block
 from camserve.quality.audit.similarity import spearman, ssim
+from camserve.quality.audit.subjects.base import AuditedModel
 
 __all__ = ["SANITY_THRESHOLD", "SanityCurve", "sanity_curves"]
 
@@ -58,7 +58,7 @@ class SanityCurve:
 
 
 def sanity_curves(
-    engine: CamEngine,
+    subject: AuditedModel,
     inputs: Tensor,
     targets: Tensor,
     source: MapSource,
@@ -69,25 +69,25 @@ def sanity_curves(
     passes: Passes | None = None,
     full_cascade: bool = True,
 ) -> list[SanityCurve]:
-    """The cascade's curves for every pair ``source`` maps on the trained ``engine`` (or in
+    """The cascade's curves for every pair ``source`` maps on the trained ``subject`` (or in
     ``trained_maps``, when they were computed already). Without ``full_cascade`` the cascade
     stops at the rule's step (the last block), which is all the rule reads. ``passes``: where
     the model is copied (never while a pass holds hooks on it) and the copy's engine made;
     ``source`` runs its own passes."""
     passes = passes or Passes()
-    trained = _as_numpy(trained_maps or source(engine, inputs, targets))
-    units = cascade_units(engine.model)
-    decisive = units.index(last_block(engine.model))
+    trained = _as_numpy(trained_maps or source(subject, inputs, targets))
+    units = cascade_units(subject.model)
+    decisive = units.index(last_block(subject.model))
     steps = units if full_cascade else units[: decisive + 1]
     similarities: dict[Pair, list[tuple[float, float]]] = {pair: [] for pair in trained}
-    model = passes.run(lambda: copy.deepcopy(engine.model))
-    randomised_engine: CamEngine | None = None
+    model = passes.run(lambda: copy.deepcopy(subject.model))
+    randomised_subject: AuditedModel | None = None
     for step in cascade(model, seed, copied=True):
         if step.units > len(steps):
             break
-        if randomised_engine is None:  # the cascade changes one copy in place: one engine
-            randomised_engine = passes.run(lambda: _engine_for(engine, model))
-        randomised = _as_numpy(source(randomised_engine, inputs, targets))
+        if randomised_subject is None:  # the cascade changes one copy in place: one engine
+            randomised_subject = passes.run(lambda: subject.with_model(model))
+        randomised = _as_numpy(source(randomised_subject, inputs, targets))
         for pair, maps in trained.items():
             after = randomised.get(pair, np.zeros_like(maps))
             similarities[pair].append(_mean_similarity(maps, after))
@@ -104,18 +104,6 @@ def sanity_curves(
         )
         for (method, layer), values in similarities.items()
     ]
-
-
-def _engine_for(engine: CamEngine, model: torch.nn.Module) -> CamEngine:
-    return CamEngine(
-        model,
-        engine.layer,
-        preprocessing=engine.preprocessing,
-        labels=engine.labels,
-        device=engine.device,
-        fusion_layers=engine.fusion_layers,
-        fusion_augment=engine.fusion_augment,
-    )
 
 
 def _as_numpy(maps: dict[Pair, Tensor]) -> dict[Pair, npt.NDArray[np.float64]]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 
-from camserve.engine.engine import CamEngine
-from camserve.quality.audit.candidates import DEFAULT_METHODS, candidate_layers
+from camserve.quality.audit.candidates import DEFAULT_METHODS
 from camserve.quality.audit.run import AuditSettings
+from camserve.quality.audit.subjects import AuditedModel
 from camserve.quality.served.reference_images import ReferenceImages
 from camserve.serving.served_model import ServedModel
 
@@ -28,8 +28,9 @@ __all__ = [
     "served_settings",
 ]
 
-REPORT_FORMAT = 1
-"""Changes when what a report holds changes, so that older reports are computed again."""
+REPORT_FORMAT = 2
+"""Changes when what a report holds changes, so that older reports are computed again (2: the
+model's task and what faithfulness scores)."""
 SERVED_PERCENTILES: tuple[int, ...] = (70, 90)
 """ROAD removing the hottest 30 % of the pixels, then 10 % (and as many of the coldest): the
 part of the CLI's curve (50, 70, 90) whose imputation costs least (the solve grows with the
@@ -40,11 +41,11 @@ UNIT_IMAGES = 2
 """Images per pass the worker runs for a report: what a request may wait for."""
 
 
-def served_settings(engine: CamEngine, model: ServedModel) -> AuditSettings:
+def served_settings(subject: AuditedModel, model: ServedModel) -> AuditSettings:
     methods = tuple(method for method in DEFAULT_METHODS if method in model.methods)
     return AuditSettings(
         methods=methods,
-        layers=tuple(candidate_layers(engine)),
+        layers=tuple(subject.candidate_layers()),
         percentiles=SERVED_PERCENTILES,
         curve_steps=SERVED_CURVE_STEPS,
         full_cascade=False,

@@ -1,7 +1,8 @@
 """Each served version's explanation report, computed in the background and kept on disk.
 
 The batching worker tells this object (a ``VersionObserver``) of every version it makes current,
-at start and on each reload. Each new version of a classifier gets a report: one thread, the
+at start and on each reload. Each new version gets a report (a classifier's, a segmenter's or a
+detector's: ``camserve.quality.audit.subjects``): one thread, the
 reports' own, takes the versions in turn, reads the reference images (``reference_images.py``),
 and either finds the report of the same version and images on disk (``store.py``: a
 restart computes nothing again) or computes it (``plan.py``: the CLI's report, made
@@ -26,12 +27,12 @@ from typing import Any
 from torch import set_num_threads
 
 from camserve.config import Settings
-from camserve.engine.engine import CamEngine
 from camserve.engine.errors import CamserveError
 from camserve.quality.audit.drift import Drift, VersionMaps, compare_versions, version_maps
 from camserve.quality.audit.reference import ReferenceMaps, reference_maps
 from camserve.quality.audit.report_json import audit_json
 from camserve.quality.audit.run import AuditSettings, run_audit
+from camserve.quality.audit.subjects import AuditedModel, audited
 from camserve.quality.served.plan import UNIT_IMAGES, report_key, served_settings
 from camserve.quality.served.reference_images import (
     ReferenceImages,
@@ -62,9 +63,10 @@ class _Job:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What one job computes on: the engine, its model, settings, images and key."""
+    """What one job computes on: the audited model, what is served of it, settings, images and
+    key."""
 
-    engine: CamEngine
+    subject: AuditedModel
     model: ServedModel
     settings: AuditSettings
     images: ReferenceImages
@@ -121,9 +123,9 @@ class ExplanationReports:
         """The worker serves ``live`` now: its report is queued (the one of the version it
         replaces, if still queued or running, stops)."""
         report = VersionReport(name, live.version)
-        if not _is_classifier(live):
+        if live.model is None:
             report.state = ReportState.UNSUPPORTED
-            report.message = "the explanation report covers classifiers"
+            report.message = "a bare engine, served under no manifest, has no report"
         with self._lock:
             self._reports[name] = report
             self._drop_queued(name)
@@ -197,7 +199,7 @@ class ExplanationReports:
             self._compare(job, plan, new, passes)
 
         audit = run_audit(
-            plan.engine,
+            plan.subject,
             plan.images.samples,
             plan.settings,
             model=report.model,
@@ -212,13 +214,12 @@ class ExplanationReports:
         self._ready(report, body, started, reused=False)
 
     def _plan(self, job: _Job) -> _Plan:
-        engine, model = job.live.explainer, job.live.model
-        assert isinstance(engine, CamEngine)  # _is_classifier
-        assert model is not None
-        settings = served_settings(engine, model)
+        subject, model = audited(job.live.explainer), job.live.model
+        assert model is not None  # installed() queues no bare engine
+        settings = served_settings(subject, model)
         folder = reference_folder_of(model.name, model.reference_images)
         images = load_reference_images(folder, self._max_images)
-        return _Plan(engine, model, settings, images, report_key(model.version, settings, images))
+        return _Plan(subject, model, settings, images, report_key(model.version, settings, images))
 
     def _remember_maps(self, report: VersionReport, key: str) -> None:
         with self._lock:
@@ -246,12 +247,9 @@ class ExplanationReports:
             key = self._kept_maps.get((name, previous.version))
         if key is not None and (kept := self._store.load_maps(name, previous.version, key)):
             return kept
-        if not _is_classifier(previous):
-            return None
-        assert isinstance(previous.explainer, CamEngine)
         try:
             old = reference_maps(
-                previous.explainer,
+                audited(previous.explainer),
                 plan.images.samples,
                 plan.settings.methods,
                 plan.settings.layers,
@@ -328,11 +326,3 @@ class ExplanationReports:
 
 def _named(report: VersionReport) -> tuple[str, str]:
     return report.model, report.version
-
-
-def _is_classifier(live: LiveVersion) -> bool:
-    return (
-        isinstance(live.explainer, CamEngine)
-        and live.model is not None
-        and live.model.task == "classification"
-    )

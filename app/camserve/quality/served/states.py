@@ -1,6 +1,6 @@
 """The state of one model version's explanation report, as ``GET /v1/models/{name}/report``
 answers it: queued, running (with its progress), ready (with the report), failed (with why),
-or unsupported (a detector's or a segmenter's: the report explains classifiers)."""
+or unsupported (an engine served without a manifest: no version to keep a report under)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A served report's passes, run by the batching worker as low-priority units.
 
-Every pass of the report (the trained and randomised models' maps, the probabilities ROAD and
-the deletion curves ask for) goes to ``BatchingWorker.run_when_idle`` in units of at most
+Every pass of the report (the trained and randomised models' maps, the scores ROAD and the
+deletion curves ask for) goes to ``BatchingWorker.run_when_idle`` in units of at most
 ``unit_images`` images, and the report's thread waits for each. The worker's thread runs a unit
 only while no request is queued, so a request waits for at most the unit under way; and since
 that thread runs every pass, the report's hooks never meet a request's.
@@ -17,9 +17,9 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
-from camserve.engine.engine import CamEngine
 from camserve.quality.audit.candidates import MapSource, Pair
-from camserve.quality.audit.passes import Passes, ProbabilityFn
+from camserve.quality.audit.passes import BatchFn, Passes
+from camserve.quality.audit.subjects.base import AuditedModel
 from camserve.serving.worker import BatchingWorker
 
 __all__ = ["ReportCancelledError", "WorkerPasses"]
@@ -52,19 +52,19 @@ class WorkerPasses(Passes):
             raise ReportCancelledError from None
 
     def maps(self, source: MapSource) -> MapSource:
-        def in_units(engine: CamEngine, inputs: Tensor, targets: Tensor) -> dict[Pair, Tensor]:
+        def in_units(subject: AuditedModel, inputs: Tensor, targets: Tensor) -> dict[Pair, Tensor]:
             parts = [
-                self.run(partial(source, engine, inputs[start:end], targets[start:end]))
+                self.run(partial(source, subject, inputs[start:end], targets[start:end]))
                 for start, end in self._units(len(inputs))
             ]
             return {pair: torch.cat([part[pair] for part in parts]) for pair in parts[0]}
 
         return in_units
 
-    def probabilities(self, engine: CamEngine) -> ProbabilityFn:
+    def in_units(self, batch_fn: BatchFn) -> BatchFn:
         def in_units(inputs: Tensor) -> Tensor:
             parts = [
-                self.run(partial(engine.probabilities, inputs[start:end]))
+                self.run(partial(batch_fn, inputs[start:end]))
                 for start, end in self._units(len(inputs))
             ]
             return torch.cat(parts)

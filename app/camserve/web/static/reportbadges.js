@@ -87,7 +87,7 @@ function noteWords(body, layer, covered) {
         ? [`Sanity check and faithfulness rank at ${layer}, from the `, reportLink(body.model), '.']
         : ['The ', reportLink(body.model), ` covers the layers ${reportLayers(body.report).join(', ')}.`];
     default:
-      return null; // unsupported (a detector, a segmenter), reports off, or not known yet
+      return null; // unsupported (a bare engine), reports off, or not known yet
   }
 }
 

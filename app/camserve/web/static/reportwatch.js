@@ -25,7 +25,7 @@ export class ReportWatch {
 
   /** Follow `model` (an entry of GET /v1/models, or null); returns the body known for it, or null. */
   follow(model) {
-    const key = isExplained(model) && !this.off ? `${model.name}@${model.model_version}` : '';
+    const key = model && !this.off ? `${model.name}@${model.model_version}` : '';
     if (key !== this.key) this.stop();
     this.key = key;
     const known = this.bodies.get(key) ?? null;
@@ -61,9 +61,4 @@ export class ReportWatch {
     this.timer = 0;
     if (key === this.key) this.ask(name, key);
   }
-}
-
-/** Only classifiers have reports (a detector's or a segmenter's answers `unsupported`). */
-function isExplained(model) {
-  return Boolean(model) && (model.task ?? 'classification') === 'classification';
 }
