@@ -1,4 +1,6 @@
-"""``camserve audit`` on the shipped ``shapes`` model: the three files and their columns."""
+"""``camserve audit`` on the shipped ``shapes`` model: the three files and their columns; on the
+shipped detector, with held-out scenes and their boxes (``scripts/quality/object_scene_folder``):
+what it refuses, what it leaves out, and its layers."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from typer.testing import CliRunner
 from camserve.cli import cli
 from camserve.cli.audit import SAMPLES, reference_folder
 from camserve.quality.audit.files import CSV_COLUMNS
-from tests.support import SHIPPED_MODELS
+from scripts.quality.object_scene_folder import write_scene_folder
+from tests.support import SHIPPED_MODELS, held_out_scenes
 
 runner = CliRunner()
 
@@ -55,6 +58,31 @@ def test_audit_writes_json_csv_and_chart(tmp_path: Path) -> None:
     assert (out / "audit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "gradcam    layer4" in result.output
     assert "sanity " in result.output
+
+
+def test_audit_reports_a_detector_on_scenes_with_boxes(tmp_path: Path) -> None:
+    boxes = write_scene_folder(tmp_path / "scenes", held_out_scenes(2, min_objects=1))
+    out = tmp_path / "report"
+    arguments = [
+        "audit", "--model", "shapes-detector", "--models-dir", str(SHIPPED_MODELS),
+        "--images", str(boxes.parent), "--boxes", str(boxes), "--methods", "cam,eigencam",
+        "--layers", "backbone", "--road-percentiles", "90", "--curve-steps", "3", "-o", str(out),
+    ]  # fmt: skip
+    result = runner.invoke(cli, arguments)
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "audit.json").read_text())
+    assert (report["task"], report["images"]) == ("detection", ["scene-000.png", "scene-001.png"])
+    (row,) = report["rows"]
+    assert (row["method"], row["layer"]) == ("eigencam", "backbone")
+    assert row["sanity"]["steps"][:2] == ["roi_heads", "rpn"]
+    assert row["sanity"]["decisive_step"] == 0
+    assert row["localisation"]["images"] == 2
+    (left_out,) = report["left_out"]
+    assert left_out["method"] == "cam"
+    assert "reads a classifier's logits" in left_out["reason"]
+    unknown = runner.invoke(cli, [*arguments[:-2], "--layers", "layer4", "-o", str(out)])
+    assert unknown.exit_code != 0
+    assert "unknown detector layer 'layer4'; candidates: backbone, backbone[0]" in unknown.output
 
 
 def test_audit_refuses_bad_percentiles(tmp_path: Path) -> None:

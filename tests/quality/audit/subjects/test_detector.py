@@ -51,28 +51,30 @@ def test_a_match_is_the_best_same_class_detection_over_half_overlap() -> None:
     assert matched_scores(nothing, boxes, classes).tolist() == [0.0] * 4
 
 
-def test_images_are_letterboxed_into_the_detector_s_size_and_named_boxes_follow(
+def test_images_are_letterboxed_into_the_detector_s_frame_and_named_boxes_follow(
     subject: DetectorSubject,
 ) -> None:
     samples = scene_samples(2)
     assert [tuple(sample.image.shape[-2:]) for sample in samples] == [(183, 194), (193, 320)]
     inputs = subject.inputs(samples)
-    assert inputs.shape == (2, 3, 192, 203)  # the detector's resize of the first: 192 / 183
-    # the second, 193 x 320, scaled by 203 / 320 to 122 x 203, 35 grey rows above it
-    assert bool((inputs[1, :, :35] == 0.5).all())
-    assert bool((inputs[1, :, 35 + 122 :] == 0.5).all())
-    assert not bool((inputs[1, :, 35:157] == 0.5).all())
+    assert inputs.shape == (2, 3, 192, 256)  # the detector's min_size by max_size
+    # the second, 193 x 320, scaled by 256 / 320 to 154 x 256, 19 grey rows above it
+    assert bool((inputs[1, :, :19] == 0.5).all())
+    assert bool((inputs[1, :, 19 + 154 :] == 0.5).all())
+    assert not bool((inputs[1, :, 19:173] == 0.5).all())
+    # the first, 183 x 194, scaled by 192 / 183 to 192 x 204, 26 grey columns left of it
+    assert bool((inputs[0, :, :, :26] == 0.5).all())
     targets = subject.targets(samples, subject.predicted_targets(inputs))
     x0, y0, x1, y1 = samples[1].box  # type: ignore[misc]
-    scale_x, scale_y = 203 / 320, 122 / 193
-    expected = [x0 * scale_x, 35 + y0 * scale_y, x1 * scale_x, 35 + y1 * scale_y]
+    scale_x, scale_y = 256 / 320, 154 / 193
+    expected = [x0 * scale_x, 19 + y0 * scale_y, x1 * scale_x, 19 + y1 * scale_y]
     assert targets[1, 0] == samples[1].label
     assert targets[1, 1:].tolist() == pytest.approx(expected, abs=1e-4)
 
 
 def test_a_map_goes_back_onto_its_image_without_the_margins(subject: DetectorSubject) -> None:
-    heat = torch.zeros(192, 203)
-    heat[35:157] = torch.linspace(0, 1, 203)  # the image's rows, brighter to the right
+    heat = torch.zeros(192, 256)
+    heat[19:173] = torch.linspace(0, 1, 256)  # the image's rows, brighter to the right
     placed = subject.placed(heat, (193, 320))
     assert placed.shape == (193, 320)
     assert float(placed[:, 0].max()) < 0.01

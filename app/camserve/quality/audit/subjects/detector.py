@@ -1,14 +1,16 @@
 """A detector under audit: its maps come from ``explain_detections`` for the explained box, its
 score is how strongly a pass still finds that detection.
 
-The inputs are the images as the detector sees them: floats in [0, 1] at the size the detector's
-own transform gives the first image (its ``min_size`` and ``max_size``), every other image
-letterboxed into that size (grey margins, its aspect kept), so that ROAD's imputation works on the
-pixels the detector reads and no more (a 463 × 311 sample is 256 × 172 for the shipped detector:
-a third of the pixels). A target is the image's best detection (any score), or the box and class
-the sample names. The score of a changed image is the best score among its detections of the
-target's class that overlap the target's box by IoU > 0.5 (0 when none does): a probability, as a
-classifier's is.
+The inputs are the images as the detector sees them: floats in [0, 1], each letterboxed (grey
+margins, its aspect kept) into the landscape frame of the detector's own ``min_size`` by
+``max_size`` (192 × 256 for the shipped one). The detector's transform leaves that frame as it is,
+a landscape image gets exactly the scale the transform would give it, and ROAD's imputation works
+on the pixels the detector reads and no more (a 463 × 311 sample is 256 × 172: a third of its
+pixels). A portrait image is smaller than the transform would make it (its long side at
+``min_size``): one frame for all is what lets the images share a batch. A target is the image's
+best detection (any score), or the box and class the sample names. The score of a changed image
+is the best score among its detections of the target's class that overlap the target's box by
+IoU > 0.5 (0 when none does): a probability, as a classifier's is.
 """
 
 from __future__ import annotations
@@ -77,16 +79,11 @@ class DetectorSubject:
         return torch.stack(images).to(self.device)
 
     def _input_size(self, first: EvalSample) -> tuple[int, int]:
-        """The size the detector's transform resizes ``first``'s image to."""
-        height, width = (int(side) for side in first.image.shape[-2:])
+        """The detector's landscape frame; ``first``'s size for a detector without a transform."""
         transform: Any = getattr(self.detector, "transform", None)
         if transform is None:
-            return height, width
-        scale = min(
-            float(transform.min_size[-1]) / min(height, width),
-            float(transform.max_size) / max(height, width),
-        )
-        return int(height * scale), int(width * scale)
+            return int(first.image.shape[-2]), int(first.image.shape[-1])
+        return int(transform.min_size[-1]), int(transform.max_size)
 
     def predicted_targets(self, inputs: Tensor) -> Tensor:
         """Each image's best detection as ``[class, x0, y0, x1, y1]`` (zeros when none)."""
