@@ -14,16 +14,15 @@ Targets are a tensor with a row per image: (B,) class indices for classifiers an
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol, TypeVar
 
 from torch import Tensor, nn
 
 from camserve.quality.datasets import EvalSample
 
-if TYPE_CHECKING:
-    from camserve.quality.audit.passes import Passes
+__all__ = ["AuditedModel", "BatchFn", "Pair", "PassRunner", "Scoring", "target_classes"]
 
-__all__ = ["AuditedModel", "BatchFn", "Pair", "Scoring", "target_classes"]
+T = TypeVar("T")
 
 Pair = tuple[str, str]
 """(method, layer)."""
@@ -32,6 +31,19 @@ BatchFn = Callable[[Tensor], Tensor]
 Scoring = tuple[BatchFn, list[int]]
 """What faithfulness reads: a batch of (changed) reference images to scores (N, columns), and
 the column that holds each reference image's score."""
+
+
+class PassRunner(Protocol):
+    """Where the report's passes run (``camserve.quality.audit.passes``: here, or through the
+    server's worker)."""
+
+    def run(self, work: Callable[[], T]) -> T:
+        """``work()``, a pass or a copy of the model."""
+        ...
+
+    def in_units(self, batch_fn: BatchFn) -> BatchFn:
+        """``batch_fn``, its passes run through ``run`` (in units of a few images)."""
+        ...
 
 
 class AuditedModel(Protocol):
@@ -67,7 +79,7 @@ class AuditedModel(Protocol):
         refuses is left out."""
         ...
 
-    def scoring(self, inputs: Tensor, targets: Tensor, passes: Passes) -> Scoring:
+    def scoring(self, inputs: Tensor, targets: Tensor, passes: PassRunner) -> Scoring:
         """How faithfulness scores changed versions of ``inputs`` (every pass run by
         ``passes``)."""
         ...

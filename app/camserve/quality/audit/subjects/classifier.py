@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -14,11 +13,8 @@ from camserve.engine.engine import CamEngine
 from camserve.engine.fusion import FUSED_LAYER
 from camserve.engine.images.render import upsample_maps
 from camserve.quality.audit.randomisation import last_block
-from camserve.quality.audit.subjects.base import Pair, Scoring
+from camserve.quality.audit.subjects.base import Pair, PassRunner, Scoring
 from camserve.quality.datasets import EvalSample
-
-if TYPE_CHECKING:
-    from camserve.quality.audit.passes import Passes
 
 __all__ = ["ClassifierSubject", "engine_like"]
 
@@ -66,7 +62,7 @@ class ClassifierSubject:
         }
         return maps, refusals
 
-    def scoring(self, inputs: Tensor, targets: Tensor, passes: Passes) -> Scoring:
+    def scoring(self, inputs: Tensor, targets: Tensor, passes: PassRunner) -> Scoring:
         return passes.in_units(self.engine.probabilities), [int(t) for t in targets.tolist()]
 
     def with_model(self, model: nn.Module) -> ClassifierSubject:

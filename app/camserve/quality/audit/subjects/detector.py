@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -37,11 +37,8 @@ from camserve.engine.models.detector_pass import (
     is_two_stage,
     run_detector,
 )
-from camserve.quality.audit.subjects.base import Pair, Scoring
+from camserve.quality.audit.subjects.base import Pair, PassRunner, Scoring
 from camserve.quality.datasets import EvalSample
-
-if TYPE_CHECKING:
-    from camserve.quality.audit.passes import Passes
 
 __all__ = ["DetectorSubject", "matched_scores"]
 
@@ -148,7 +145,7 @@ class DetectorSubject:
             refusals.update({(method, layer): reason for layer in layers})
         return usable, refusals
 
-    def scoring(self, inputs: Tensor, targets: Tensor, passes: Passes) -> Scoring:
+    def scoring(self, inputs: Tensor, targets: Tensor, passes: PassRunner) -> Scoring:
         boxes = targets[:, 1:].to(self.device)
         classes = targets[:, 0].long().to(self.device)
 

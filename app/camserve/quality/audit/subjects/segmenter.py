@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -31,11 +30,8 @@ from camserve.engine.models.segmenters import (
     explaining_regions,
 )
 from camserve.quality.audit.randomisation import cascade_units
-from camserve.quality.audit.subjects.base import Pair, Scoring
+from camserve.quality.audit.subjects.base import Pair, PassRunner, Scoring
 from camserve.quality.audit.subjects.classifier import ClassifierSubject, engine_like
-
-if TYPE_CHECKING:
-    from camserve.quality.audit.passes import Passes
 
 __all__ = ["SegmenterSubject"]
 
@@ -74,7 +70,7 @@ class SegmenterSubject(ClassifierSubject):
         with explaining_regions(self.model, list(self._target_pixels(inputs, targets))):
             return super().maps(inputs, targets, methods, layers)
 
-    def scoring(self, inputs: Tensor, targets: Tensor, passes: Passes) -> Scoring:
+    def scoring(self, inputs: Tensor, targets: Tensor, passes: PassRunner) -> Scoring:
         masks = torch.cat(
             [
                 passes.run(
