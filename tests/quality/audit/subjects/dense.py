@@ -7,6 +7,7 @@ import torch
 
 from camserve.engine.engine import CamEngine
 from camserve.engine.models.dense import load_dense_model
+from camserve.quality.audit.run import Audit, AuditSettings, run_audit
 from camserve.quality.audit.subjects import AuditedModel, audited
 from camserve.quality.datasets import EvalSample
 from camserve.serving.detector_jobs import DetectorExplainer
@@ -31,3 +32,12 @@ def scene_samples(count: int, *, labelled: bool = True) -> list[EvalSample]:
         label, box = (first.label, first.box) if labelled else (None, None)
         samples.append(EvalSample(f"scene-{index}", pixels, label, box))
     return samples
+
+
+def quick_audit(subject: AuditedModel, methods: tuple[str, ...], layers: tuple[str, ...]) -> Audit:
+    """``subject``'s report on 3 labelled scenes at cheap settings: ROAD at 90, 3-point curves,
+    the cascade down to the rule's step."""
+    settings = AuditSettings(
+        methods=methods, layers=layers, percentiles=(90,), curve_steps=3, full_cascade=False
+    )
+    return run_audit(subject, scene_samples(3), settings, model="shipped", version="test")

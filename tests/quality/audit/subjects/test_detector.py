@@ -10,18 +10,10 @@ import torch
 from camserve.engine.models.detector_pass import Detections, run_detector
 from camserve.quality.audit.passes import Passes
 from camserve.quality.audit.reference import FLAT
-from camserve.quality.audit.run import Audit, AuditSettings, run_audit
+from camserve.quality.audit.run import Audit
 from camserve.quality.audit.sanity import SANITY_THRESHOLD
 from camserve.quality.audit.subjects.detector import DetectorSubject, matched_scores
-from tests.quality.audit.subjects.dense import scene_samples, shipped_subject
-
-SETTINGS = AuditSettings(
-    methods=("gradcam", "layercam", "eigencam"),
-    layers=("backbone", "backbone[pool]"),
-    percentiles=(90,),
-    curve_steps=3,
-    full_cascade=False,
-)
+from tests.quality.audit.subjects.dense import quick_audit, scene_samples, shipped_subject
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +25,7 @@ def subject() -> DetectorSubject:
 
 @pytest.fixture(scope="module")
 def audit(subject: DetectorSubject) -> Audit:
-    return run_audit(subject, scene_samples(3), SETTINGS, model="shapes-detector", version="t")
+    return quick_audit(subject, ("gradcam", "layercam", "eigencam"), ("backbone", "backbone[pool]"))
 
 
 def test_a_match_is_the_best_same_class_detection_over_half_overlap() -> None:

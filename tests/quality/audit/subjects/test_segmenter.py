@@ -10,19 +10,11 @@ import pytest
 import torch
 
 from camserve.quality.audit.passes import Passes
-from camserve.quality.audit.run import Audit, AuditSettings, run_audit
+from camserve.quality.audit.run import Audit
 from camserve.quality.audit.sanity import SANITY_THRESHOLD
 from camserve.quality.audit.subjects.segmenter import SegmenterSubject
-from tests.quality.audit.subjects.dense import scene_samples, shipped_subject
+from tests.quality.audit.subjects.dense import quick_audit, scene_samples, shipped_subject
 from tests.tolerances import NETWORK, assert_float32_close
-
-SETTINGS = AuditSettings(
-    methods=("gradcam", "eigencam"),
-    layers=("backbone.layer4",),
-    percentiles=(90,),
-    curve_steps=3,
-    full_cascade=False,
-)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +26,7 @@ def subject() -> SegmenterSubject:
 
 @pytest.fixture(scope="module")
 def audit(subject: SegmenterSubject) -> Audit:
-    return run_audit(subject, scene_samples(3), SETTINGS, model="shapes-segmenter", version="t")
+    return quick_audit(subject, ("gradcam", "eigencam"), ("backbone.layer4",))
 
 
 def test_it_explains_the_shape_covering_most_pixels(subject: SegmenterSubject) -> None:
