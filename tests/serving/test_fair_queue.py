@@ -8,7 +8,7 @@ import pytest
 
 from camserve.config import default_caller_share
 from camserve.serving.errors import QueueFullError
-from camserve.serving.fair_queue import FairQueue
+from camserve.serving.fair_queue import ACTIVE_S, FairQueue
 from camserve.serving.jobs import Job
 from tests.serving.test_worker import SMALL, make_job, make_worker, run
 
@@ -105,3 +105,34 @@ def test_a_flooding_caller_at_its_default_share_leaves_room_for_a_second() -> No
         assert queue.refusal("10.0.0.2") is None
         queue.reserve("10.0.0.2")
     assert queue.refusal("10.0.0.3") == "the queue is full (64 of 64 jobs); retry shortly"
+
+
+def test_while_two_callers_are_active_a_batch_holds_half_the_limit() -> None:
+    async def scenario() -> list[list[str]]:
+        now = [0.0]
+        queue = FairQueue(64, 64, clock=lambda: now[0])
+        queue.extend([job_of("flood") for _ in range(15)])
+        batches = []
+        for _ in range(2):  # alone: full batches
+            first = queue.first()
+            assert first is not None
+            batches.append([job.sender for job in queue.take_batch(first, 4)])
+        queue.extend([job_of("lone")])
+        now[0] = 0.5
+        for _ in range(2):  # with the lone caller's job, then while it sends no other yet
+            first = queue.first()
+            assert first is not None
+            batches.append([job.sender for job in queue.take_batch(first, 4)])
+        now[0] = 0.5 + ACTIVE_S + 0.1  # it has sent nothing for a while: the flood alone again
+        first = queue.first()
+        assert first is not None
+        batches.append([job.sender for job in queue.take_batch(first, 4)])
+        return batches
+
+    assert run(scenario()) == [
+        ["flood"] * 4,
+        ["flood"] * 4,
+        ["flood", "lone"],  # the flood's turn; a batch of two: half of 4
+        ["flood"] * 2,
+        ["flood"] * 4,
+    ]

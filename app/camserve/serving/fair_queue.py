@@ -6,6 +6,11 @@ join it (same ``BatchKey``) are taken from the callers in turn, one each per rou
 caller with one request queued gets into the next batch however many another has queued. A
 caller whose job started a batch goes to the back of the turn order.
 
+While several callers are active (a job of theirs queued, or one arrived within ``ACTIVE_S``),
+a batch holds at most its limit shared between them (8 between two: 4; never less than one job
+of each caller with jobs queued), the flooder's batches too: a caller that sends one request at a time waits for one such batch under way and then its
+own, not for two full ones. A caller alone still gets full batches.
+
 The bound applies in total and per caller: a caller that holds ``per_caller`` slots (queued
 jobs and reserved slots) is refused on its own while the others still get in. Without fair
 shares (``fair=False``) every job goes into one FIFO under one name and only the total bound
@@ -14,6 +19,8 @@ applies, which is how the worker queued before.
 
 from __future__ import annotations
 
+import math
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 
@@ -23,18 +30,31 @@ __all__ = ["FairQueue"]
 
 EVERYONE = ""
 """The one caller name of a queue without fair shares."""
+ACTIVE_S = 1.0
+"""How long after its last job arrived a caller still counts as active: one that sends a request
+as soon as its last is answered stays active between its requests."""
 
 
 class FairQueue:
     """Per-caller FIFOs with round-robin batches and a bound per caller and in total (not
     thread-safe: the worker holds its lock around every call)."""
 
-    def __init__(self, total: int, per_caller: int, *, fair: bool = True) -> None:
+    def __init__(
+        self,
+        total: int,
+        per_caller: int,
+        *,
+        fair: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.total = total
         self.fair = fair
         self.per_caller = min(per_caller, total) if fair else total
         self._queues: dict[str, deque[Job]] = {}
         """Each caller with queued jobs, in turn order (the next turn first)."""
+        self._arrived: dict[str, float] = {}
+        """When each caller's last job arrived (``clock``), while it counts as active."""
+        self._clock = clock
         self._reserved: Counter[str] = Counter()
         self._count = 0
 
@@ -83,9 +103,24 @@ class FairQueue:
             del self._reserved[name]
 
     def extend(self, jobs: Sequence[Job]) -> None:
+        now = self._clock()
         for job in jobs:
-            self._queues.setdefault(self.name(job.sender), deque()).append(job)
+            name = self.name(job.sender)
+            self._queues.setdefault(name, deque()).append(job)
+            self._arrived[name] = now
         self._count += len(jobs)
+
+    def batch_limit(self, limit: int) -> int:
+        """``limit`` shared between the active callers (rounded up; all of it for one), and never
+        below one job of each caller with jobs queued."""
+        now = self._clock()
+        self._arrived = {
+            name: arrived
+            for name, arrived in self._arrived.items()
+            if now - arrived <= ACTIVE_S or name in self._queues
+        }
+        shared = math.ceil(limit / max(1, len(self._arrived)))
+        return max(1, shared, min(limit, len(self._queues)))
 
     def remove(self, job: Job) -> bool:
         """Take ``job`` out of the queue; whether it was queued."""
@@ -111,9 +146,10 @@ class FairQueue:
         return sum(1 for job in self if job.key == key)
 
     def take_batch(self, first: Job, limit: int) -> list[Job]:
-        """``first`` and up to ``limit - 1`` queued jobs with its key, taken from the callers in
-        turn (``first``'s caller first); ``first``'s caller then goes to the back of the turn
-        order."""
+        """``first`` and up to ``batch_limit(limit) - 1`` queued jobs with its key, taken from
+        the callers in turn (``first``'s caller first); ``first``'s caller then goes to the back
+        of the turn order."""
+        limit = self.batch_limit(limit)
         starter = self.name(first.sender)
         order = [*(name for name in self._queues if name != starter), starter]
         picks = {
