@@ -136,3 +136,24 @@ def test_while_two_callers_are_active_a_batch_holds_half_the_limit() -> None:
         ["flood"] * 2,
         ["flood"] * 4,
     ]
+
+
+def test_a_batch_shared_with_a_lone_job_ends_after_one_round() -> None:
+    async def scenario() -> list[list[str]]:
+        queue = FairQueue(64, 64)
+        queue.extend([job_of("lone")])
+        queue.extend([job_of("flood") for _ in range(10)])
+        queue.extend([job_of("other"), job_of("other")])
+        batches = []
+        while (first := queue.first()) is not None:
+            batches.append([job.sender for job in queue.take_batch(first, 8)])
+        return batches
+
+    # three callers share 8 as 3; "other" and the flood go on together while both have jobs
+    assert run(scenario()) == [
+        ["lone", "flood", "other"],
+        ["flood", "other", "flood"],
+        ["flood"] * 3,
+        ["flood"] * 3,
+        ["flood"],
+    ]

@@ -6,10 +6,13 @@ join it (same ``BatchKey``) are taken from the callers in turn, one each per rou
 caller with one request queued gets into the next batch however many another has queued. A
 caller whose job started a batch goes to the back of the turn order.
 
-While several callers are active (a job of theirs queued, or one arrived within ``ACTIVE_S``),
-a batch holds at most its limit shared between them (8 between two: 4; never less than one job
-of each caller with jobs queued), the flooder's batches too: a caller that sends one request at a time waits for one such batch under way and then its
-own, not for two full ones. A caller alone still gets full batches.
+Two rules keep the batches short while callers share the worker, so that a caller sending one
+request at a time waits for a short batch under way and then its own short one, not for two full
+batches behind a flood. A batch shared by several callers ends once only one of them has more
+jobs to add (a lone job and a flood's: two jobs, not a full batch). And while several callers
+are active (a job of theirs queued, or one arrived within ``ACTIVE_S``), a batch holds at most
+its limit shared between them (8 between two: 4; never less than one job of each caller with
+jobs queued), the flood's batches of its own too. A caller alone gets full batches.
 
 The bound applies in total and per caller: a caller that holds ``per_caller`` slots (queued
 jobs and reserved slots) is refused on its own while the others still get in. Without fair
@@ -147,8 +150,9 @@ class FairQueue:
 
     def take_batch(self, first: Job, limit: int) -> list[Job]:
         """``first`` and up to ``batch_limit(limit) - 1`` queued jobs with its key, taken from
-        the callers in turn (``first``'s caller first); ``first``'s caller then goes to the back
-        of the turn order."""
+        the callers in turn (``first``'s caller first), round by round while two or more callers
+        still have jobs to add (a caller alone fills the batch); ``first``'s caller then goes to
+        the back of the turn order."""
         limit = self.batch_limit(limit)
         starter = self.name(first.sender)
         order = [*(name for name in self._queues if name != starter), starter]
@@ -156,11 +160,14 @@ class FairQueue:
             name: [job for job in self._queues[name] if job.key == first.key] for name in order
         }
         picks[starter].remove(first)
+        mixed = any(jobs for name, jobs in picks.items() if name != starter)
         batch = [first]
         while len(batch) < limit and any(picks.values()):
             for name in order:
                 if picks[name] and len(batch) < limit:
                     batch.append(picks[name].pop(0))
+            if mixed and sum(1 for jobs in picks.values() if jobs) < 2:
+                break  # a shared batch ends once one caller alone has more: it stays short
         for job in batch:
             self.remove(job)
         if starter in self._queues:
