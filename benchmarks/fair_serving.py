@@ -49,6 +49,7 @@ from benchmarks.http_throughput import (
     load_average,
     machine_line,
     percentile,
+    queue_wait,
     running_server,
 )
 from camserve.web.routes import SAMPLES_DIR
@@ -106,7 +107,9 @@ class Caller:
             headers={"Content-Type": "image/jpeg"},
         )
         await response.aread()
-        return Sample(time.perf_counter() - started, response.status_code)
+        return Sample(
+            time.perf_counter() - started, response.status_code, queue_wait(response.headers)
+        )
 
     async def short(self, index: int) -> Sample:
         return await self.cam(index, method="gradcam")
@@ -125,6 +128,8 @@ class Figures:
     long_alone: list[float] = field(default_factory=list)
     long_beside_short: list[float] = field(default_factory=list)
     flood_b: list[float] = field(default_factory=list)
+    flood_b_queue: list[float] = field(default_factory=list)
+    """B's waits in the server's queue during the flood (its ``Server-Timing``)."""
     b_refused: int = 0
     a_answered: int = 0
     a_refused: int = 0
@@ -179,6 +184,7 @@ async def flood(a: Caller, b: Caller, seconds: float, pause_s: float, figures: F
     b_samples = await b_task
     await flooders
     figures.flood_b = [s.seconds for s in b_samples if s.status == 200]
+    figures.flood_b_queue = [s.queue_s for s in b_samples if s.queue_s is not None]
     figures.b_refused = sum(1 for s in b_samples if s.status == 429)
 
 
@@ -250,6 +256,9 @@ def report_rows(figures: Figures, today: Figures | None) -> list[tuple[str, str,
     beside = statistics.median(figures.long_beside_short)
     one, two, flood_b = p95(figures.beside_one), p95(figures.beside_two), p95(figures.flood_b)
     ratio = rate / statistics.median(today.throughput) if today is not None else 1.0
+    waits = figures.flood_b_queue
+    queue_p50 = ms(statistics.median(waits)) if waits else "-"
+    queue_p95 = ms(p95(waits)) if waits else "-"
     return [
         ("quiet p50 / p95", f"{ms(statistics.median(figures.quiet))} / {ms(quiet)}", None),
         (f"p95 beside 1 Score-CAM (≤ {ms(short_bound)})", ms(one), one <= short_bound),
@@ -257,6 +266,7 @@ def report_rows(figures: Figures, today: Figures | None) -> list[tuple[str, str,
         ("Score-CAM alone / beside shorts", f"{alone:.2f} s / {beside:.2f} s", None),
         ("Score-CAM ratio (≤ 1.3)", f"{beside / alone:.2f}", beside / alone <= 1.3),
         (f"flood: B p95 (≤ {ms(flood_bound)})", ms(flood_b), flood_b <= flood_bound),
+        ("flood: B p50 / p95 queue wait", f"{queue_p50} / {queue_p95}", None),
         ("flood: B 429s (none)", str(figures.b_refused), figures.b_refused == 0),
         ("flood: A answered / 429s", f"{figures.a_answered} / {figures.a_refused}", None),
         (

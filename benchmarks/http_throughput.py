@@ -39,7 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,6 +208,17 @@ def running_server(
 class Sample:
     seconds: float
     status: int
+    queue_s: float | None = None
+    """The server's own count of the request's wait in its queue (``Server-Timing``)."""
+
+
+def queue_wait(headers: Mapping[str, str]) -> float | None:
+    """The ``queue`` duration of a ``Server-Timing`` header, in seconds (None without one)."""
+    for metric in headers.get("server-timing", "").split(","):
+        name, _, duration = metric.strip().partition(";dur=")
+        if name == "queue" and duration:
+            return float(duration) / 1000
+    return None
 
 
 async def _worker(

@@ -4,6 +4,7 @@ and headers, anything that changes the answer misses, errors are never kept, key
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -65,6 +66,10 @@ def test_a_repeated_request_is_a_hit_with_the_same_bytes_and_headers(
     assert first.headers["x-camserve-cache"] == "miss"
     assert again.headers["x-camserve-cache"] == "hit"
     assert again.content == first.content
+    timing = first.headers.pop("server-timing")
+    assert re.fullmatch(r"queue;dur=\d+\.\d, compute;dur=\d+\.\d", timing), timing
+    assert float(timing.split("compute;dur=")[1]) > 0.0
+    assert "server-timing" not in again.headers  # the hit waited in no queue, ran no model
     assert answer_headers(again) == answer_headers(first)
     assert again.headers["x-camserve-model-version"]
     assert again.headers["x-request-id"] != first.headers["x-request-id"]

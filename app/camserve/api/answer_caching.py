@@ -29,8 +29,9 @@ from camserve.serving.service import Service
 __all__ = ["CACHE_HEADER", "AnswerFound", "AnswerLookup"]
 
 CACHE_HEADER = "X-Camserve-Cache"
-TRANSPORT_HEADERS = frozenset({"content-length", "content-type"})
-"""Written again by every response from its body and media type, so not stored."""
+TRANSPORT_HEADERS = frozenset({"content-length", "content-type", "server-timing"})
+"""Written again by every response (from its body and media type), or true of the response that
+computed it only (its queue wait and worker time), so not stored."""
 
 
 class AnswerFound(Exception):  # noqa: N818 (a result carried out of the slot, not an error)

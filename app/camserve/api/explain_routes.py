@@ -47,6 +47,8 @@ router = APIRouter(tags=["explanations"])
 
 MODEL_VERSION_HEADER = "X-Camserve-Model-Version"
 PASS_HEADER = "X-Camserve-Pass"
+SERVER_TIMING_HEADER = "Server-Timing"
+"""The W3C header browsers' developer tools show: the answer's queue wait and worker time."""
 
 
 async def _run(
@@ -199,11 +201,16 @@ async def explain(
 
 
 def _computed_by(outcome: Outcome) -> dict[str, str]:
-    """The headers that say what computed an answer: the model version, and whether the
-    image's kept pass answered it (``reused``) or the model ran (``computed``)."""
+    """The headers that say what computed an answer: the model version, whether the image's
+    kept pass answered it (``reused``) or the model ran (``computed``), and how long it waited
+    in the queue and took in the worker (``Server-Timing``, milliseconds)."""
+    result = outcome.result
     return {
         MODEL_VERSION_HEADER: outcome.model_version,
-        PASS_HEADER: "reused" if outcome.result.pass_reused else "computed",
+        PASS_HEADER: "reused" if result.pass_reused else "computed",
+        SERVER_TIMING_HEADER: (
+            f"queue;dur={1000 * result.queue_wait_s:.1f}, compute;dur={1000 * result.compute_s:.1f}"
+        ),
     }
 
 
