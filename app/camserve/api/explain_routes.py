@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query, Request, Response
 from numpy.typing import NDArray
 
 from camserve.api.answer_caching import AnswerFound, AnswerLookup
+from camserve.api.answer_headers import computed_by
 from camserve.api.async_requests import Answer, explain_later, prefers_async
 from camserve.api.deps import ServiceDep
 from camserve.api.explaining import explain_in_slot
@@ -44,11 +45,6 @@ from camserve.serving.service import Outcome, Service
 __all__ = ["router"]
 
 router = APIRouter(tags=["explanations"])
-
-MODEL_VERSION_HEADER = "X-Camserve-Model-Version"
-PASS_HEADER = "X-Camserve-Pass"
-SERVER_TIMING_HEADER = "Server-Timing"
-"""The W3C header browsers' developer tools show: the answer's queue wait and worker time."""
 
 
 async def _run(
@@ -133,7 +129,7 @@ async def _overlay_answer(service: Service, params: CamParams, outcome: Outcome)
     result = outcome.result
     headers = {
         "X-Camserve-Model": outcome.model.name,
-        **_computed_by(outcome),
+        **computed_by(outcome),
         "X-Camserve-Method": outcome.methods[0],
         "X-Camserve-Layer": outcome.layers[0],
     }
@@ -182,7 +178,7 @@ async def explain_cached(
         response = await _explained(request, service, (params, wanted), outcome)
         return ImageJSONResponse(
             response.model_dump(mode="json", exclude_none=True),
-            headers=_computed_by(outcome),
+            headers=computed_by(outcome),
         )
 
     lookup = AnswerLookup.of(request, service, params)
@@ -196,22 +192,8 @@ async def explain(
     headers (KServe's explain runs each instance through it)."""
     wanted = _wanted(params)
     outcome = await _run(request, service, params.to_request())
-    answer.headers.update(_computed_by(outcome))
+    answer.headers.update(computed_by(outcome))
     return await _explained(request, service, (params, wanted), outcome)
-
-
-def _computed_by(outcome: Outcome) -> dict[str, str]:
-    """The headers that say what computed an answer: the model version, whether the image's
-    kept pass answered it (``reused``) or the model ran (``computed``), and how long it waited
-    in the queue and took in the worker (``Server-Timing``, milliseconds)."""
-    result = outcome.result
-    return {
-        MODEL_VERSION_HEADER: outcome.model_version,
-        PASS_HEADER: "reused" if result.pass_reused else "computed",
-        SERVER_TIMING_HEADER: (
-            f"queue;dur={1000 * result.queue_wait_s:.1f}, compute;dur={1000 * result.compute_s:.1f}"
-        ),
-    }
 
 
 def _wanted(params: ExplainParams) -> _Wanted:
