@@ -52,9 +52,9 @@ class Audit:
     version: str
     images: list[str]
     settings: AuditSettings
-    task: str = "classification"
-    score: str = "the explained class's probability"
-    """What faithfulness scores (``subjects``: per task)."""
+    task: str
+    score: str
+    """What faithfulness scores (the audited model's ``score``)."""
     rows: list[AuditRow] = field(default_factory=list)
     left_out: dict[Pair, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
