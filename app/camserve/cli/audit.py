@@ -16,8 +16,9 @@ from camserve.cli.common import (
     fail,
 )
 from camserve.config import DEFAULT_MODELS_DIR
+from camserve.engine.detection_maps import unknown_detector_layer
 from camserve.engine.engine import CamEngine
-from camserve.engine.errors import CamserveError, UnknownLayerError
+from camserve.engine.errors import CamserveError
 from camserve.engine.fusion import FUSED_LAYER
 from camserve.engine.methods import get_method
 from camserve.engine.models.dense import load_dense_model
@@ -143,10 +144,7 @@ def _layers(subject: AuditedModel, text: str | None) -> tuple[str, ...]:
             if name != FUSED_LAYER or not subject.engine.fusion_layers:
                 subject.engine.layer_module(name)
         elif name not in subject.candidate_layers():
-            raise UnknownLayerError(
-                f"unknown detector layer {name!r}; candidates: "
-                + ", ".join(subject.candidate_layers())
-            )
+            raise unknown_detector_layer(name, subject.candidate_layers())
     return tuple(names)
 
 

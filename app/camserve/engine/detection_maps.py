@@ -49,8 +49,10 @@ __all__ = [
     "detector_methods_named",
     "explain_detections",
     "given_box",
+    "logits_refusal",
     "parse_box",
     "pyramid_view",
+    "unknown_detector_layer",
 ]
 
 DEFAULT_SCORE_THRESHOLD = 0.5
@@ -128,24 +130,39 @@ def _coarsest(levels: OrderedDict[str, Tensor]) -> tuple[int, int]:
 def _level(levels: OrderedDict[str, Tensor], layer: str) -> Tensor:
     match = LEVEL_LAYER.fullmatch(layer)
     if match is None or match.group(1) not in levels:
-        raise UnknownLayerError(
-            f"unknown detector layer {layer!r}; candidates: {PYRAMID_LAYER}, "
-            + ", ".join(f"{PYRAMID_LAYER}[{key}]" for key in levels)
+        raise unknown_detector_layer(
+            layer, [PYRAMID_LAYER, *(f"{PYRAMID_LAYER}[{key}]" for key in levels)]
         )
     return levels[match.group(1)]
+
+
+def unknown_detector_layer(layer: str, candidates: Sequence[str]) -> UnknownLayerError:
+    """The error for a detector layer ``layer`` that is none of ``candidates``."""
+    return UnknownLayerError(
+        f"unknown detector layer {layer!r}; candidates: {', '.join(candidates)}"
+    )
 
 
 def detector_methods_named(names: Sequence[str]) -> list[CamMethod]:
     """The methods ``names`` name (any spelling ``get_method`` takes); refused where one reads
     a classifier's logits, which a detector has not."""
     chosen = [get_method(name) for name in names]
-    refused = [method.name for method in chosen if method.name not in DETECTOR_METHODS]
-    if refused:
-        raise MethodNotApplicableError(
-            f"{refused[0]} reads a classifier's logits, which a detector has not; "
-            f"for detectors choose one of: {', '.join(DETECTOR_METHODS)}"
-        )
+    refusals = (logits_refusal(method.name) for method in chosen)
+    refusal = next((reason for reason in refusals if reason is not None), None)
+    if refusal is not None:
+        raise MethodNotApplicableError(refusal)
     return chosen
+
+
+def logits_refusal(method: str) -> str | None:
+    """Why method ``method`` (its canonical name) cannot explain a detector, which has no
+    classifier logits (``None``: it can)."""
+    if method in DETECTOR_METHODS:
+        return None
+    return (
+        f"{method} reads a classifier's logits, which a detector has not; "
+        f"for detectors choose one of: {', '.join(DETECTOR_METHODS)}"
+    )
 
 
 def explain_detections(

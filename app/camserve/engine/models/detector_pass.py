@@ -43,6 +43,7 @@ __all__ = [
     "Detections",
     "DetectorPass",
     "box_score_gradients",
+    "gradients_refusal",
     "is_two_stage",
     "matching_detections",
     "run_detector",
@@ -197,6 +198,16 @@ def _one_stage_detections(
     return found
 
 
+def gradients_refusal(model: nn.Module) -> str | None:
+    """Why gradient methods cannot explain ``model``'s detections (``None``: they can)."""
+    if is_two_stage(model):
+        return None
+    return (
+        f"gradient methods need a detector whose detections come from box-head rows "
+        f"(Faster R-CNN); {type(model).__name__} is explained by eigencam"
+    )
+
+
 def box_score_gradients(
     model: nn.Module, run: DetectorPass, image: int, boxes: Tensor, labels: Tensor
 ) -> tuple[Tensor, OrderedDict[str, Tensor]]:
@@ -206,11 +217,9 @@ def box_score_gradients(
     The image's pyramid is seen as K images (expanded views, no copy), one per target, and
     each target's row is pooled from its own copy: one forward of RoI pooling and the box head
     on the K matched rows, one backward, and the K gradients come out apart."""
-    if not is_two_stage(model):
-        raise MethodNotApplicableError(
-            f"gradient methods need a detector whose detections come from box-head rows "
-            f"(Faster R-CNN); {type(model).__name__} is explained by eigencam"
-        )
+    refusal = gradients_refusal(model)
+    if refusal is not None:
+        raise MethodNotApplicableError(refusal)
     found = run.detections[image]
     count = len(boxes)
     copies = OrderedDict(

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 from torchvision.ops import box_iou
 
-from camserve.engine.detection_maps import DETECTOR_METHODS, explain_detections
+from camserve.engine.detection_maps import explain_detections, logits_refusal
 from camserve.engine.images.resize_policy import (
     Placement,
     ResizePolicy,
@@ -34,7 +34,7 @@ from camserve.engine.images.resize_policy import (
 from camserve.engine.models.detector_pass import (
     IOU_THRESHOLD,
     Detections,
-    is_two_stage,
+    gradients_refusal,
     run_detector,
 )
 from camserve.quality.audit.subjects.base import Pair, PassRunner, Scoring
@@ -132,17 +132,15 @@ class DetectorSubject:
     def _usable(
         self, methods: Sequence[str], layers: Sequence[str]
     ) -> tuple[list[str], dict[Pair, str]]:
-        gradients = is_two_stage(self.detector)
+        """The methods that explain this detector, and why each other one does not."""
+        gradients = gradients_refusal(self.detector)
         usable, refusals = [], {}
         for method in methods:
-            if method not in DETECTOR_METHODS:
-                reason = f"{method} reads a classifier's logits, which a detector has not"
-            elif method != "eigencam" and not gradients:
-                reason = f"{method} needs box-head rows to take gradients through (Faster R-CNN)"
-            else:
+            reason = logits_refusal(method) or (None if method == "eigencam" else gradients)
+            if reason is None:
                 usable.append(method)
-                continue
-            refusals.update({(method, layer): reason for layer in layers})
+            else:
+                refusals.update({(method, layer): reason for layer in layers})
         return usable, refusals
 
     def scoring(self, inputs: Tensor, targets: Tensor, passes: PassRunner) -> Scoring:
