@@ -9,6 +9,7 @@ import time
 from contextlib import nullcontext
 
 import numpy as np
+import pytest
 import torch
 
 from camserve.engine.engine import CamEngine
@@ -198,11 +199,12 @@ def test_a_cancelled_long_job_is_never_answered() -> None:
 
 
 class FakeClockStream:
-    """A long batch of 10 ms chunks and 10 ms slices on a fake clock, beside short batches of
-    60 ms: ``waiting`` of them (``None``: one at every boundary)."""
+    """A long batch of ``chunk_s`` chunks (10 ms) and 10 ms slices on a fake clock, beside
+    short batches of 60 ms: ``waiting`` of them (``None``: one at every boundary)."""
 
-    def __init__(self, waiting: int | None = None) -> None:
+    def __init__(self, waiting: int | None = None, chunk_s: float = 0.01) -> None:
         self.clock = 0.0
+        self.chunk_s = chunk_s
         self.waiting = waiting
         self.short_runs: list[float] = []
 
@@ -225,7 +227,7 @@ class FakeClockStream:
             job = make_job(LONG, methods=("scorecam",), deadline_s=60)
             boundary = slicer.checkpoint_of([job])
             for step in range(chunks):
-                self.clock += 0.01
+                self.clock += self.chunk_s
                 if arrivals and step in arrivals:
                     self.waiting = (self.waiting or 0) + arrivals[step]
                 boundary()
@@ -240,6 +242,19 @@ def test_short_batches_take_at_most_three_tenths_of_the_long_batch_s_own_time() 
     stream.run_long_batch(200)  # 2 s of the long batch's own work
     assert 9 <= len(stream.short_runs) <= 11  # short batches still get through, every ~0.2 s
     assert stream.clock / 2.0 <= MOST_LONG_SLOWDOWN + 0.01  # 1.3, and the first 10 ms slice
+
+
+def test_a_short_batch_runs_at_the_boundary_nearest_to_its_budget_not_a_chunk_late() -> None:
+    """Chunks of 30 ms: the second short batch's budget (2 × 60 ms = 0.3 × 0.4 s) comes due
+    10 ms into a chunk; it runs at the boundary 10 ms before that (0.39 s of the long batch's
+    own work) rather than at the one 20 ms after, and the long batch stays within 1.3 × its own
+    time and half a chunk's share."""
+    stream = FakeClockStream(chunk_s=0.03)
+    stream.run_long_batch(40)  # 1.2 s of the long batch's own work
+    own_at_second = stream.short_runs[1] - 0.06
+    assert own_at_second == pytest.approx(0.39)
+    own_s = 40 * 0.03
+    assert stream.clock / own_s <= MOST_LONG_SLOWDOWN + (MOST_LONG_SLOWDOWN - 1) * 0.015 / own_s
 
 
 def test_a_short_batch_after_a_pause_in_the_stream_spends_the_budget_saved_meanwhile() -> None:

@@ -29,6 +29,7 @@ from camserve.engine.images.render import normalize_maps
 from camserve.engine.models.devices import synchronize
 from camserve.engine.models.segmenters import keeping_last_scores
 from camserve.engine.models.tokens import class_logits
+from camserve.engine.weight_layouts import WeightLayouts
 
 __all__ = [
     "MaskedPasses",
@@ -85,6 +86,7 @@ class MaskedPasses:
         convolutional = any(isinstance(module, nn.Conv2d) for module in model.modules())
         fast = convolutional and device.type in ("cpu", "cuda")
         self.layout = torch.channels_last if fast else torch.contiguous_format
+        self._layouts = WeightLayouts(model, self.layout)
         self.clock = PassClock()
         self.paused_s = 0.0
         """Seconds spent in ``paused`` so far (left out of the clock's measurements)."""
@@ -108,12 +110,12 @@ class MaskedPasses:
         if self.layout == torch.contiguous_format:
             yield
             return
-        self.model.to(memory_format=self.layout)
+        self._layouts.to_other()
         self._converted = True
         try:
             yield
         finally:
-            self.model.to(memory_format=torch.contiguous_format)
+            self._layouts.to_usual()
             self._converted = False
 
     @contextmanager
@@ -124,13 +126,13 @@ class MaskedPasses:
         started = time.perf_counter()
         converted = self._converted
         if converted:
-            self.model.to(memory_format=torch.contiguous_format)
+            self._layouts.to_usual()
         try:
             with torch.enable_grad():
                 yield
         finally:
             if converted:
-                self.model.to(memory_format=self.layout)
+                self._layouts.to_other()
             self.paused_s += time.perf_counter() - started
 
     def forward(self, batch: Tensor) -> Tensor:

@@ -9,8 +9,10 @@ waiting short batch (on this same thread, with the model as outside the masked p
 the long batch goes on with the next chunk, in the same order as without slices, so its maps
 are the same bit for bit. The short batches share a budget: one runs at a boundary only while
 the short work run so far, and one more batch as long as the last, stays within
-``MOST_LONG_SLOWDOWN - 1`` of the long batch's own time. So a long batch beside a stream of
-short ones takes at most 1.3 times its time alone, whatever a short batch costs; and the time
+``MOST_LONG_SLOWDOWN - 1`` of the long batch's own time, counted to the nearest boundary (a
+batch whose budget comes due within the first half of the next chunk runs before it, not a
+whole chunk late). So a long batch beside a stream of short ones takes at most 1.3 times its
+time alone (and half a chunk's share), whatever a short batch costs; and the time
 the long batch ran while no short batch waited (a client between two requests) is budget a
 short request that arrives then spends at once, instead of waiting out a slice sized for a
 stream. The chunks of masked inputs are sized to a third of a slice (``CHUNKS_PER_SLICE``), so
@@ -80,6 +82,7 @@ class Slicer:
         self._clock = clock
         self._started = clock()
         self._slice_started = self._started
+        self._last_boundary = self._started
         self._short_s = 0.0
         """Time spent between slices so far (short batches, and looking for them)."""
         self._last_short_s = 0.0
@@ -95,7 +98,8 @@ class Slicer:
     def _boundary(self, jobs: Sequence[Job]) -> None:
         abandon_if_unwanted(jobs)
         now = self._clock()
-        if now - self._slice_started < self.slice_s or not self._affordable(now):
+        chunk_s, self._last_boundary = now - self._last_boundary, now
+        if now - self._slice_started < self.slice_s or not self._affordable(now, chunk_s):
             return
         self.slices += 1
         ran = self._short_work(self._pause)
@@ -105,10 +109,14 @@ class Slicer:
             self._last_short_s = ended - now
             abandon_if_unwanted(jobs)  # the client may have gone meanwhile
         self._short_s += ended - now
-        self._slice_started = ended
+        self._slice_started = self._last_boundary = ended
 
-    def _affordable(self, now: float) -> bool:
+    def _affordable(self, now: float, chunk_s: float) -> bool:
         """Whether one more short batch keeps the short work within its share of the long
-        batch's own time."""
+        batch's own time, counted to the nearest boundary: the next chunk is taken to last as
+        long as the one just run (``chunk_s``), and a short batch whose budget comes due in its
+        first half runs now rather than a whole chunk late. Early and late even out, since the
+        budget counts the short work from the long batch's start."""
         own_s = now - self._started - self._short_s
-        return self._short_s + self._last_short_s <= (MOST_LONG_SLOWDOWN - 1) * own_s
+        due_s = own_s + chunk_s / 2
+        return self._short_s + self._last_short_s <= (MOST_LONG_SLOWDOWN - 1) * due_s

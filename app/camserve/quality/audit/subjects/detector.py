@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -24,11 +25,11 @@ from torch import Tensor, nn
 from torchvision.ops import box_iou
 
 from camserve.engine.detection_maps import explain_detections, logits_refusal
+from camserve.engine.images.render import upsample_maps
 from camserve.engine.images.resize_policy import (
     Placement,
     ResizePolicy,
     fit_to_input,
-    place_maps,
     placement_for,
 )
 from camserve.engine.models.detector_pass import (
@@ -158,9 +159,11 @@ class DetectorSubject:
         return DetectorSubject(model, self.layers, self.device)
 
     def placed(self, heat: Tensor, size: tuple[int, int]) -> Tensor:
+        """``heat`` over the letterboxed frame put back on the image and normalised there, as
+        a classifier's map is (the margins' values are not the image's)."""
         input_size = (int(heat.shape[-2]), int(heat.shape[-1]))
-        placement = placement_for(ResizePolicy.LETTERBOX, size, input_size)
-        return place_maps(heat[None, None].float(), placement)[0, 0]
+        placement = partial(placement_for, ResizePolicy.LETTERBOX, input_size=input_size)
+        return upsample_maps(heat[None, None].float(), size, placement)[0, 0]
 
 
 def matched_scores(found: Detections, boxes: Tensor, classes: Tensor) -> Tensor:
