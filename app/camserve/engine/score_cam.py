@@ -29,7 +29,7 @@ from camserve.engine.images.render import normalize_maps
 from camserve.engine.models.devices import synchronize
 from camserve.engine.models.segmenters import keeping_last_scores
 from camserve.engine.models.tokens import class_logits
-from camserve.engine.weight_layouts import WeightLayouts
+from camserve.engine.models.weight_layouts import WeightLayouts
 
 __all__ = [
     "MaskedPasses",

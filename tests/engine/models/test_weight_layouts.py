@@ -9,7 +9,7 @@ import copy
 import torch
 from torch import nn
 
-from camserve.engine.weight_layouts import WeightLayouts
+from camserve.engine.models.weight_layouts import WeightLayouts
 
 
 def small_cnn() -> nn.Module:
