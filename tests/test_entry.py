@@ -43,3 +43,36 @@ def test_python_dash_m_app_runs_the_command_line() -> None:
         [sys.executable, "-m", "camserve", "--help"], capture_output=True, text=True, check=True
     )
     assert "serve" in completed.stdout
+
+
+FREEZE_PROBE = (
+    "import atexit, gc, sys; "
+    "atexit.register(lambda: print('frozen objects:', gc.get_freeze_count())); "
+    "sys.argv = ['camserve', '{argument}']; "
+    "from camserve.entry import main; main()"
+)
+
+
+def _frozen_at_exit(argument: str) -> tuple[int, int]:
+    """The exit code of ``camserve <argument>`` and the objects frozen when it exits."""
+    completed = subprocess.run(
+        [sys.executable, "-c", FREEZE_PROBE.format(argument=argument)],
+        env=_environment_without_spin_count(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    last = completed.stdout.strip().splitlines()[-1]
+    return completed.returncode, int(last.removeprefix("frozen objects:"))
+
+
+def test_a_finished_command_leaves_its_objects_to_the_exit_not_to_a_last_collection() -> None:
+    code, frozen = _frozen_at_exit("--help")
+    assert code == 0
+    assert frozen > 10_000  # the command's modules and objects, out of the last collection
+
+
+def test_a_failed_command_keeps_its_exit_code_and_exits_as_quickly() -> None:
+    code, frozen = _frozen_at_exit("no-such-command")
+    assert code == 2
+    assert frozen > 10_000

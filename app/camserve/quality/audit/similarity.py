@@ -1,12 +1,13 @@
 """How alike two saliency maps are, as the sanity checks of Adebayo et al. (NeurIPS 2018)
-measure it: Spearman's rank correlation and the structural similarity index (SSIM)."""
+measure it: Spearman's rank correlation and the structural similarity index (SSIM).
+
+SciPy is imported where it is used: it takes about half a second to load, which every server
+start (the report routes import this module) and every ``camserve`` command would pay."""
 
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy.ndimage import gaussian_filter
-from scipy.stats import rankdata
 
 __all__ = ["spearman", "ssim"]
 
@@ -22,6 +23,8 @@ def spearman(first: FloatMap, second: FloatMap) -> float:
     """Spearman's rank correlation of two maps' pixels, ties ranked by their mean rank.
 
     A constant map ranks nothing, so it shares no ranking with any map: 0 (not NaN)."""
+    from scipy.stats import rankdata  # noqa: PLC0415 - loaded when used (module text)
+
     a = rankdata(np.asarray(first, dtype=np.float64).ravel())
     b = rankdata(np.asarray(second, dtype=np.float64).ravel())
     a -= a.mean()
@@ -38,6 +41,8 @@ def ssim(first: FloatMap, second: FloatMap, data_range: float = 1.0) -> float:
     y = np.asarray(second, dtype=np.float64)
     if x.shape != y.shape or x.ndim != 2:
         raise ValueError(f"need two maps of one (H, W) shape, got {x.shape} and {y.shape}")
+
+    from scipy.ndimage import gaussian_filter  # noqa: PLC0415 - loaded when used (module text)
 
     def blur(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         blurred: npt.NDArray[np.float64] = gaussian_filter(values, _SIGMA, truncate=_TRUNCATE)
