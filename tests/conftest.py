@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 import pytest
 import torch
 
+from camserve.entry import quick_exit
 from tests.harness.fiftyone_env import (
     INSTALL_HINT,
     FiftyOne,
@@ -31,6 +32,11 @@ def pytest_report_header() -> str:
     capability = torch.backends.cpu.get_cpu_capability()
     threads = torch_threads_for_tests()
     return f"rounding: ATen CPU capability {capability}, MKL_CBWR {branch}, torch threads {threads}"
+
+
+def pytest_unconfigure() -> None:
+    """Leave the session's objects to the process's exit (``camserve.entry.quick_exit``)."""
+    quick_exit()
 
 
 @pytest.fixture(params=DEVICES)

@@ -23,7 +23,11 @@ DEVELOPMENT_ONLY = (
     "tritonclient",
 )
 """Top-level modules that only the optional extras and the development set install."""
-WITHOUT_THEM = "import sys\nfor name in {names!r}: sys.modules[name] = None\n"
+WITHOUT_THEM = (
+    "import atexit, gc, sys\n"
+    "atexit.register(gc.freeze)  # exits as the camserve command does (camserve.entry)\n"
+    "for name in {names!r}: sys.modules[name] = None\n"
+)
 
 
 def run_without_development_packages(code: str) -> subprocess.CompletedProcess[str]:
