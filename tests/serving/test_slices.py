@@ -235,38 +235,47 @@ class FakeClockStream:
         run(long_batch())
 
 
-def test_short_batches_take_at_most_three_tenths_of_the_long_batch_s_own_time() -> None:
+SHARE = MOST_LONG_SLOWDOWN - 1
+"""The short batches' share of the long batch's own time."""
+SHORT_S = 0.06
+"""A short batch's time in ``FakeClockStream``."""
+
+
+def test_short_batches_take_at_most_their_share_of_the_long_batch_s_own_time() -> None:
     """A short batch waiting at every boundary: without the budget, the long batch would take
     7 times as long."""
     stream = FakeClockStream()
     stream.run_long_batch(200)  # 2 s of the long batch's own work
-    assert 9 <= len(stream.short_runs) <= 11  # short batches still get through, every ~0.2 s
-    assert stream.clock / 2.0 <= MOST_LONG_SLOWDOWN + 0.01  # 1.3, and the first 10 ms slice
+    # short batches still get through, one every SHORT_S / SHARE of the long batch's work
+    assert abs(len(stream.short_runs) - SHARE * 2.0 / SHORT_S) <= 1.5
+    assert stream.clock / 2.0 <= MOST_LONG_SLOWDOWN + 0.01  # and the first 10 ms slice
 
 
 def test_a_short_batch_runs_at_the_boundary_nearest_to_its_budget_not_a_chunk_late() -> None:
-    """Chunks of 30 ms: the second short batch's budget (2 × 60 ms = 0.3 × 0.4 s) comes due
-    10 ms into a chunk; it runs at the boundary 10 ms before that (0.39 s of the long batch's
-    own work) rather than at the one 20 ms after, and the long batch stays within 1.3 × its own
-    time and half a chunk's share."""
-    stream = FakeClockStream(chunk_s=0.03)
-    stream.run_long_batch(40)  # 1.2 s of the long batch's own work
-    own_at_second = stream.short_runs[1] - 0.06
-    assert own_at_second == pytest.approx(0.39)
-    own_s = 40 * 0.03
-    assert stream.clock / own_s <= MOST_LONG_SLOWDOWN + (MOST_LONG_SLOWDOWN - 1) * 0.015 / own_s
+    """The second short batch's budget (2 × 60 ms of short work) comes due a third of the way
+    into a chunk; it runs at the boundary before that rather than at the one two thirds of a
+    chunk after, and the long batch stays within its bound and half a chunk's share."""
+    due_s = 2 * SHORT_S / SHARE
+    chunk_s = due_s / 12.33
+    stream = FakeClockStream(chunk_s=chunk_s)
+    stream.run_long_batch(40)
+    own_at_second = stream.short_runs[1] - SHORT_S
+    assert own_at_second == pytest.approx(12 * chunk_s)
+    own_s = 40 * chunk_s
+    assert stream.clock / own_s <= MOST_LONG_SLOWDOWN + SHARE * chunk_s / 2 / own_s
 
 
 def test_a_short_batch_after_a_pause_in_the_stream_spends_the_budget_saved_meanwhile() -> None:
     """None waits for the first 0.5 s, then three arrive (a client sending again once
-    answered): two run at the next boundaries, not 0.2 s apart as a stream's would, and the
-    third waits for the budget to grow back."""
+    answered): two run at the next boundaries, not SHORT_S / SHARE apart as a stream's would,
+    and the third waits for the budget to grow back."""
     stream = FakeClockStream(waiting=0)
     stream.run_long_batch(100, arrivals={49: 3})  # 1 s of the long batch's own work
     first, second, third = stream.short_runs
     assert 0.5 <= first <= 0.521  # the next boundary (or the one after: float rounding)
     assert second - (first + 0.06) <= 0.021
-    assert third - 2 * 0.06 >= 0.6 - 1e-9  # 3 × 60 ms need 0.6 s of the long batch's own work
-    assert third - (second + 0.06) >= 0.05
-    own_s = stream.clock - 3 * 0.06
-    assert (MOST_LONG_SLOWDOWN - 1) * own_s + 1e-9 >= 3 * 0.06
+    # 3 × 60 ms need 3 × SHORT_S / SHARE of the long batch's own work (to half a 10 ms chunk)
+    assert third - 2 * SHORT_S >= 3 * SHORT_S / SHARE - 0.005 - 1e-9
+    assert third - (second + SHORT_S) >= 0.05
+    own_s = stream.clock - 3 * SHORT_S
+    assert SHARE * (own_s + 0.005) + 1e-9 >= 3 * SHORT_S

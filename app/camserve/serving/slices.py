@@ -11,8 +11,11 @@ are the same bit for bit. The short batches share a budget: one runs at a bounda
 the short work run so far, and one more batch as long as the last, stays within
 ``MOST_LONG_SLOWDOWN - 1`` of the long batch's own time, counted to the nearest boundary (a
 batch whose budget comes due within the first half of the next chunk runs before it, not a
-whole chunk late). So a long batch beside a stream of short ones takes at most 1.3 times its
-time alone (and half a chunk's share), whatever a short batch costs; and the time
+whole chunk late). So a long batch beside a stream of short ones takes at most 1.25 times its
+time alone (and half a chunk's share), whatever a short batch costs; the rest of the service's
+goal of 1.3 is left to what the budget cannot see (the short requests' HTTP and encoding slow
+the long batch's own work on a small machine, and a long job may arrive while a short batch
+runs); and the time
 the long batch ran while no short batch waited (a client between two requests) is budget a
 short request that arrives then spends at once, instead of waiting out a slice sized for a
 stream. The chunks of masked inputs are sized to a third of a slice (``CHUNKS_PER_SLICE``), so
@@ -37,8 +40,9 @@ __all__ = [
     "checkpoint_of",
 ]
 
-MOST_LONG_SLOWDOWN = 1.3
-"""A long batch's time with short batches between its slices, at most, over its time alone."""
+MOST_LONG_SLOWDOWN = 1.25
+"""A long batch's time with short batches between its slices, at most, over its own time (the
+goal is 1.3 × its time alone; see the module's text for the margin)."""
 
 CHUNKS_PER_SLICE = 3
 """Chunks of Score-CAM's masked inputs in one slice, at least (``MaskedPasses.fit_chunks``):
