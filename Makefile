@@ -58,9 +58,21 @@ $(KS_STAMP): constraints-kserve.txt
 serve: $(SERVE_STAMP)
 	$(BIN)/camserve serve
 
+# The suite in two parts. First the tests that run in the test process, or start their own
+# processes on free ports, and assert nothing about time: on two pytest workers (pytest-xdist),
+# a whole file to a worker at a time so that a module's fixtures start once. Then, one at a time,
+# the tests whose live servers answer against each other's timing, the browsers, the Ray
+# clusters, Label Studio and FiftyOne. Both parts always run; `make test` fails if either does.
+# tests/test_makefile.py checks that every test folder is in one of them.
+PARALLEL_TESTS := tests/engine tests/quality tests/api tests/serving tests/cli tests/labeling \
+	tests/deploy tests/scripts tests/benchmarks tests/harness $(wildcard tests/test_*.py)
+SERIAL_TESTS := tests/integration tests/web tests/cluster tests/client tests/dataset tests/gpu
+TEST_ENV = LABEL_STUDIO_BIN=$(abspath $(LS_VENV))/bin/label-studio \
+	FIFTYONE_VENV=$(abspath $(FO_VENV)) KSERVE_VENV=$(abspath $(KS_VENV))
+
 test: $(STAMP) $(LS_STAMP) $(FO_STAMP) $(KS_STAMP)
-	LABEL_STUDIO_BIN=$(abspath $(LS_VENV))/bin/label-studio FIFTYONE_VENV=$(abspath $(FO_VENV)) \
-		KSERVE_VENV=$(abspath $(KS_VENV)) $(BIN)/python -m pytest
+	$(TEST_ENV) $(BIN)/python -m pytest -n 2 --dist loadfile $(PARALLEL_TESTS); first=$$?; \
+		$(TEST_ENV) $(BIN)/python -m pytest $(SERIAL_TESTS) && exit $$first
 
 # The tests that compare two code paths (engine and server, batched and alone, camserve and its
 # references, fused and separate passes, a local run and a server's), run again with the test
@@ -83,13 +95,15 @@ test-threads: $(STAMP)
 # and BLAS calls (Eigen-CAM's SVD among them) differently at the same thread count, which the
 # thread shake cannot show. COMPATIBLE is the path every x86-64 processor takes; AVX2 is a
 # branch that both vendors' current processors run. `make test` itself runs under the branch
-# MKL picks for this processor. The tolerance every such test uses: tests/tolerances.py.
+# MKL picks for this processor. The tolerance every such test uses: tests/tolerances.py. Each
+# process keeps one torch thread, so the two pytest workers share the two cores as `make test`'s
+# first part does.
 MKL_BRANCHES ?= COMPATIBLE AVX2
 
 test-mkl: $(STAMP)
 	@set -e; for branch in $(MKL_BRANCHES); do \
 		echo "== MKL_CBWR=$$branch"; \
-		MKL_CBWR=$$branch $(BIN)/python -m pytest -q $(THREAD_SHAKE_TESTS); \
+		MKL_CBWR=$$branch $(BIN)/python -m pytest -q -n 2 --dist loadfile $(THREAD_SHAKE_TESTS); \
 	done
 
 # Build both wheels (camserve, camserve-client) from this tree, install each into a fresh virtual

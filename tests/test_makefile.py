@@ -50,3 +50,29 @@ def test_the_environment_set_up_announces_itself_and_keeps_pip_quiet(tmp_path: P
     assert pip_calls[2].rstrip().endswith("-e .[dev]")
     assert (venv / ".serve-stamp").is_file()
     assert (venv / ".installed-stamp").is_file()
+
+
+def make_variable(name: str) -> list[str]:
+    """The value of a simply expanded variable of the Makefile, as make expands it."""
+    database = subprocess.run(
+        ["make", "--no-print-directory", "-pn", "-f", "Makefile", "lint"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    prefix = f"{name} := "
+    line = next(line for line in database.splitlines() if line.startswith(prefix))
+    return line.removeprefix(prefix).split()
+
+
+def test_make_test_runs_every_test_folder_and_file_in_exactly_one_of_its_parts() -> None:
+    parallel, serial = make_variable("PARALLEL_TESTS"), make_variable("SERIAL_TESTS")
+    with_tests = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "tests").iterdir()
+        if (path.is_dir() and any(path.rglob("test_*.py")))
+        or (path.is_file() and path.name.startswith("test_") and path.suffix == ".py")
+    }
+    assert set(parallel) | set(serial) == with_tests
+    assert not set(parallel) & set(serial)
