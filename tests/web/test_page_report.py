@@ -185,8 +185,8 @@ def test_while_the_report_is_computed_a_note_says_how_far_and_the_page_asks_agai
     released = threading.Event()
 
     def running_until_released(route: Route) -> None:
-        """"Running" until the test has seen the note, however slowly the page came up; the
-        real answer after that."""
+        """Answer "running" until the test has seen the note, however slowly the page came up;
+        the real answer after that."""
         if released.is_set():
             answered.append("real")
             route.continue_()
@@ -205,7 +205,8 @@ def test_while_the_report_is_computed_a_note_says_how_far_and_the_page_asks_agai
     asked = time.monotonic()
     expect(web.page.locator(BADGES).first).to_be_visible()
     waited = time.monotonic() - asked
-    assert answered[-1] == "real" and answered.count("real") == 1, answered
+    assert answered[-1] == "real", answered
+    assert answered.count("real") == 1, answered
     assert waited < 3 * PAGE_POLL_S, waited
     expect(note).to_contain_text("Sanity check and faithfulness rank")
     time.sleep(PAGE_POLL_S + 1)
