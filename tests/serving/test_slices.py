@@ -198,9 +198,15 @@ def test_a_cancelled_long_job_is_never_answered() -> None:
     assert model.calls < 1 + 16 + 1
 
 
+SHARE = MOST_LONG_SLOWDOWN - 1
+"""The short batches' share of the long batch's own time."""
+SHORT_S = 0.06
+"""A short batch's time in ``FakeClockStream``."""
+
+
 class FakeClockStream:
     """A long batch of ``chunk_s`` chunks (10 ms) and 10 ms slices on a fake clock, beside
-    short batches of 60 ms: ``waiting`` of them (``None``: one at every boundary)."""
+    short batches of ``SHORT_S``: ``waiting`` of them (``None``: one at every boundary)."""
 
     def __init__(self, waiting: int | None = None, chunk_s: float = 0.01) -> None:
         self.clock = 0.0
@@ -215,7 +221,7 @@ class FakeClockStream:
             if self.waiting is not None:
                 self.waiting -= 1
             self.short_runs.append(self.clock)
-            self.clock += 0.06
+            self.clock += SHORT_S
         return True
 
     def run_long_batch(self, chunks: int, arrivals: dict[int, int] | None = None) -> None:
@@ -233,12 +239,6 @@ class FakeClockStream:
                 boundary()
 
         run(long_batch())
-
-
-SHARE = MOST_LONG_SLOWDOWN - 1
-"""The short batches' share of the long batch's own time."""
-SHORT_S = 0.06
-"""A short batch's time in ``FakeClockStream``."""
 
 
 def test_short_batches_take_at_most_their_share_of_the_long_batch_s_own_time() -> None:
@@ -273,7 +273,7 @@ def test_a_short_batch_after_a_pause_in_the_stream_spends_the_budget_saved_meanw
     stream.run_long_batch(100, arrivals={49: 3})  # 1 s of the long batch's own work
     first, second, third = stream.short_runs
     assert 0.5 <= first <= 0.521  # the next boundary (or the one after: float rounding)
-    assert second - (first + 0.06) <= 0.021
+    assert second - (first + SHORT_S) <= 0.021
     # 3 × 60 ms need 3 × SHORT_S / SHARE of the long batch's own work (to half a 10 ms chunk)
     assert third - 2 * SHORT_S >= 3 * SHORT_S / SHARE - 0.005 - 1e-9
     assert third - (second + SHORT_S) >= 0.05
