@@ -155,9 +155,11 @@ class CamEngine:
     def layer_module(self, name: str | None = None) -> nn.Module:
         """The target module called ``name`` (default: the engine's layer)."""
         name = name or self.layer
-        modules: dict[str, nn.Module] = dict(self.model.named_modules())
-        if name in modules and name:
-            return modules[name]
+        if name:
+            try:  # a walk down the dotted path, not over every module of the model
+                return self.model.get_submodule(name)
+            except AttributeError:
+                pass
         choices = fusion.layer_choices(self.candidate_layers, self.fusion_layers)
         return resolve_layer(self.model, name, choices)
 
