@@ -102,6 +102,18 @@ def test_merged_and_stacked_priors(engine: CamEngine) -> None:
     assert set(batch.maps) == {("layer4", "gradcam")}  # layercam: kept for one image only
 
 
+def test_the_same_pixels_have_one_digest_in_either_memory_layout() -> None:
+    """A decoded upload keeps its decoder's (H, W, 3) rows; an image built by a caller is often
+    (3, H, W) in memory: the same pixels must find the same kept pass."""
+    rows = torch.randint(0, 256, (4, 5, 3), dtype=torch.uint8, generator=torch.Generator())
+    channels_last_view = rows.permute(2, 0, 1)
+    planes = channels_last_view.contiguous()
+    assert not channels_last_view.is_contiguous()
+    assert pixels_digest(channels_last_view) == pixels_digest(planes)
+    planes[0, 0, 0] ^= 1
+    assert pixels_digest(channels_last_view) != pixels_digest(planes)
+
+
 def test_the_store_keeps_versions_and_callers_apart_and_merges(engine: CamEngine) -> None:
     (kept,) = kept_of(engine, inputs(6), ["gradcam"], top_k=1)
     (more,) = kept_of(engine, inputs(6), ["eigencam"], top_k=1)

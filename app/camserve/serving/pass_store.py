@@ -20,9 +20,10 @@ __all__ = ["PassStore", "pixels_digest"]
 
 
 def pixels_digest(pixels: Tensor) -> str:
-    """The sha256 of a decoded image (3, H, W) uint8: its shape and its bytes."""
+    """The sha256 of a decoded image (3, H, W) uint8: its shape and its bytes, read pixel by
+    pixel (a decoded upload's own layout, so hashing it copies nothing)."""
     digest = hashlib.sha256(repr(tuple(pixels.shape)).encode())
-    digest.update(pixels.contiguous().numpy().data)
+    digest.update(pixels.permute(1, 2, 0).contiguous().numpy().data)
     return digest.hexdigest()
 
 

@@ -146,6 +146,19 @@ def test_every_map_of_a_batch_blends_over_its_own_image(device: torch.device) ->
             np.testing.assert_array_equal(result.overlays[rank].cpu().numpy(), expected)
 
 
+def test_an_image_drawn_over_renders_the_same_whichever_its_memory_layout() -> None:
+    """Decoded uploads are (3, H, W) views of (H, W, 3) rows; an image built as (3, H, W)
+    planes gives the same pixels."""
+    generator = torch.Generator().manual_seed(4)
+    rows = torch.randint(0, 256, (2, 13, 17, 3), dtype=torch.uint8, generator=generator)
+    maps = torch.rand(2, 3, 5, 5, generator=generator)
+    views = [image.permute(2, 0, 1) for image in rows]
+    planes = [view.contiguous() for view in views]
+    for from_views, from_planes in zip(render(maps, views), render(maps, planes), strict=True):
+        assert torch.equal(from_views.require_overlays(), from_planes.require_overlays())
+        assert torch.equal(from_views.heatmaps, from_planes.heatmaps)
+
+
 def test_blending_a_whole_group_at_once_equals_blending_map_by_map() -> None:
     """The accelerator path (every map of a group in one call) gives the CPU path's pixels."""
     generator = torch.Generator().manual_seed(5)

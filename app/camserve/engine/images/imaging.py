@@ -92,7 +92,8 @@ class DecodedImage:
     """One decoded upload."""
 
     pixels: torch.Tensor
-    """(3, H, W) uint8 RGB, contiguous, on the CPU, as a viewer shows the image."""
+    """(3, H, W) uint8 RGB on the CPU, as a viewer shows the image: a view of the decoder's
+    (H, W, 3) rows, so that drawing an overlay over it needs no transposing copy."""
     format: str
     """The file format Pillow identified: "PNG", "JPEG", "WEBP", "GIF", ..."""
     original_mode: str
@@ -245,8 +246,8 @@ def image_to_tensor(image: Image.Image) -> torch.Tensor:
     Raises ``UnsupportedImageModeError`` for modes with no faithful RGB rendering: "F" (floating
     point) and any other mode this module does not convert.
     """
-    rgb = np.asarray(_to_rgb(image))
-    return torch.from_numpy(rgb.transpose(2, 0, 1).copy())
+    rgb = np.array(_to_rgb(image))  # (H, W, 3) rows of our own, viewed as (3, H, W)
+    return torch.from_numpy(rgb).permute(2, 0, 1)
 
 
 ImageInput = torch.Tensor | Image.Image | NDArray[np.uint8]
