@@ -35,6 +35,7 @@ PACKAGES = [
     "uvicorn",
     "grad-cam",
     "zlib-ng",
+    "isal",
     "orjson",
 ]
 MODULES = [
