@@ -69,6 +69,36 @@ def test_a_randomised_copy_explains_the_trained_model_s_pixels(
     assert randomised.with_model(copy.deepcopy(subject.model)).trained is subject.segmenter
 
 
+def test_a_report_batch_s_target_pixels_come_from_one_pass_of_the_trained_model(
+    subject: SegmenterSubject,
+) -> None:
+    """The cascade's randomised copies and the scoring read the pixels the trained model's maps
+    were computed over; another batch, or the same one changed in place, gets its own pass."""
+    samples = scene_samples(2, labelled=False)
+    inputs = subject.inputs(samples)
+    targets = subject.targets(samples, subject.predicted_targets(inputs))
+    trained = subject.segmenter.segmenter
+    passes: list[bool] = []
+    hook = trained.register_forward_hook(lambda module, *_: passes.append(module is trained))
+    try:
+        subject.maps(inputs.clone(), targets, ["gradcam"], ["backbone.layer4"])  # its probes
+        passes.clear()
+        subject.maps(inputs, targets, ["gradcam"], ["backbone.layer4"])
+        assert sum(passes) == 2  # the target pixels, then the explained pass
+        randomised = subject.with_model(copy.deepcopy(subject.model))
+        for _ in range(2):
+            randomised.maps(inputs, targets, ["gradcam"], ["backbone.layer4"])
+        subject.scoring(inputs, targets, Passes())
+        assert sum(passes) == 2
+        subject.scoring(inputs.clone(), targets, Passes())
+        assert sum(passes) == 4  # another batch: its own pixels, image by image
+        inputs.mul_(1.0)
+        randomised.maps(inputs, targets, ["gradcam"], ["backbone.layer4"])
+        assert sum(passes) == 5
+    finally:
+        hook.remove()
+
+
 def test_its_report_fails_eigen_cam_and_passes_grad_cam(audit: Audit) -> None:
     rows = {row.method: row for row in audit.rows}
     assert audit.task == "segmentation"

@@ -17,7 +17,7 @@ taken away, and is 1.0 at most, as a classifier's probability is.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import torch
@@ -36,6 +36,29 @@ from camserve.quality.audit.subjects.classifier import ClassifierSubject, engine
 __all__ = ["SegmenterSubject"]
 
 
+@dataclass(eq=False)
+class TargetPixels:
+    """The trained model's target pixels for the last batch asked about. A report asks for the
+    same reference batch again at every cascade step (each randomised copy explains the trained
+    model's pixels) and when it scores: the trained model's pass runs once for all of them. A
+    subject and its randomised copies share one, since they share the trained model."""
+
+    inputs: Tensor | None = None
+    version: int = -1
+    targets: list[int] = field(default_factory=list)
+    masks: Tensor | None = None
+
+    def held(self, inputs: Tensor, targets: Tensor) -> Tensor | None:
+        """The masks computed for this very tensor of inputs, unchanged since, and ``targets``."""
+        same = self.inputs is inputs and self.version == inputs._version
+        return self.masks if same and self.targets == targets.tolist() else None
+
+    def hold(self, inputs: Tensor, targets: Tensor, masks: Tensor) -> Tensor:
+        self.inputs, self.version, self.targets = inputs, inputs._version, targets.tolist()
+        self.masks = masks
+        return masks
+
+
 @dataclass(frozen=True)
 class SegmenterSubject(ClassifierSubject):
     task = "segmentation"
@@ -45,6 +68,7 @@ class SegmenterSubject(ClassifierSubject):
     )
     trained: SegmentationScores | None = None
     """The model whose predicted pixels every map explains (``None``: this one)."""
+    target_pixels: TargetPixels = field(default_factory=TargetPixels, compare=False, repr=False)
 
     @property
     def segmenter(self) -> SegmentationScores:
@@ -71,14 +95,16 @@ class SegmenterSubject(ClassifierSubject):
             return super().maps(inputs, targets, methods, layers)
 
     def scoring(self, inputs: Tensor, targets: Tensor, passes: PassRunner) -> Scoring:
-        masks = torch.cat(
-            [
-                passes.run(
-                    partial(self._target_pixels, inputs[row : row + 1], targets[row : row + 1])
-                )
-                for row in range(len(inputs))
-            ]
-        )
+        masks = self.target_pixels.held(inputs, targets)
+        if masks is None:
+            masks = torch.cat(
+                [
+                    passes.run(
+                        partial(self._target_pixels, inputs[row : row + 1], targets[row : row + 1])
+                    )
+                    for row in range(len(inputs))
+                ]
+            )
         classes = targets.to(inputs.device)
 
         @torch.no_grad()
@@ -90,13 +116,18 @@ class SegmenterSubject(ClassifierSubject):
         return passes.in_units(shares), list(range(len(targets)))
 
     def with_model(self, model: nn.Module) -> SegmenterSubject:
-        return SegmenterSubject(engine_like(self.engine, model), self.trained or self.segmenter)
+        return SegmenterSubject(
+            engine_like(self.engine, model), self.trained or self.segmenter, self.target_pixels
+        )
 
     @torch.no_grad()
     def _target_pixels(self, inputs: Tensor, targets: Tensor) -> Tensor:
         """(B, H, W) float: the pixels the trained model gives each image's target class (all
-        of them where it gives the class none)."""
+        of them where it gives the class none), held for the next ask about the same batch."""
+        held = self.target_pixels.held(inputs, targets)
+        if held is not None:
+            return held
         winners = (self.trained or self.segmenter).scores(inputs).argmax(dim=1)
         masks = (winners == targets.to(winners.device)[:, None, None]).float()
         masks[masks.sum(dim=(1, 2)) == 0] = 1.0
-        return masks
+        return self.target_pixels.hold(inputs, targets, masks)
