@@ -14,6 +14,8 @@ case for PNG, whose overlays then barely compress), one request at a time:
 4. another colormap (viridis, Grad-CAM): drawn again from the kept pass;
 5. ``/v1/explain`` only: another method as the page asks for it (LayerCAM, ``include=heatmap,
    boxes``: the page blends in the browser, so no overlay is drawn or sent).
+6. ``/v1/explain`` only: another method as a labeling tool asks for it (XGrad-CAM,
+   ``include=boxes``: the regions' boxes and no image at all).
 
 Each answer's ``X-Camserve-Cache`` and ``X-Camserve-Pass`` headers are checked to be what the
 step expects. The p50 (and p90) of the client's wall time is printed per step, and each step's
@@ -52,9 +54,10 @@ STEPS: dict[str, tuple[dict[str, str], str, str]] = {
     "method": ({"method": "gradcam++"}, "miss", "reused"),
     "colormap": ({"method": "gradcam", "colormap": "viridis"}, "miss", "reused"),
     "page": ({"method": "layercam", "include": "heatmap,boxes"}, "miss", "reused"),
+    "boxes": ({"method": "xgradcam", "include": "boxes"}, "miss", "reused"),
 }
 """Each step's query, and the X-Camserve-Cache and X-Camserve-Pass headers it must answer."""
-EXPLAIN_ONLY = {"page"}
+EXPLAIN_ONLY = {"page", "boxes"}
 """Steps with ``/v1/explain``'s parameters only."""
 RESNET50_MANIFEST = (
     'name = "resnet50"\narchitecture = "resnet50"\nweights = "random"\nlayer = "layer4"\n'
