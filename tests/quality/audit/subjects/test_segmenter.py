@@ -90,8 +90,11 @@ def test_a_report_batch_s_target_pixels_come_from_one_pass_of_the_trained_model(
             randomised.maps(inputs, targets, ["gradcam"], ["backbone.layer4"])
         subject.scoring(inputs, targets, Passes())
         assert sum(passes) == 2
-        subject.scoring(inputs.clone(), targets, Passes())
+        other = inputs.clone()
+        subject.scoring(other, targets, Passes())
         assert sum(passes) == 4  # another batch: its own pixels, image by image
+        subject.scoring(other, targets, Passes())
+        assert sum(passes) == 4  # held for the whole batch from then on
         inputs.mul_(1.0)
         randomised.maps(inputs, targets, ["gradcam"], ["backbone.layer4"])
         assert sum(passes) == 5

@@ -96,15 +96,12 @@ class SegmenterSubject(ClassifierSubject):
 
     def scoring(self, inputs: Tensor, targets: Tensor, passes: PassRunner) -> Scoring:
         masks = self.target_pixels.held(inputs, targets)
-        if masks is None:
-            masks = torch.cat(
-                [
-                    passes.run(
-                        partial(self._target_pixels, inputs[row : row + 1], targets[row : row + 1])
-                    )
-                    for row in range(len(inputs))
-                ]
-            )
+        if masks is None:  # one image per pass: a served report's request waits for one image
+            rows = [
+                passes.run(partial(self._pixels_of, inputs[row : row + 1], targets[row : row + 1]))
+                for row in range(len(inputs))
+            ]
+            masks = self.target_pixels.hold(inputs, targets, torch.cat(rows))
         classes = targets.to(inputs.device)
 
         @torch.no_grad()
@@ -120,14 +117,18 @@ class SegmenterSubject(ClassifierSubject):
             engine_like(self.engine, model), self.trained or self.segmenter, self.target_pixels
         )
 
-    @torch.no_grad()
     def _target_pixels(self, inputs: Tensor, targets: Tensor) -> Tensor:
-        """(B, H, W) float: the pixels the trained model gives each image's target class (all
-        of them where it gives the class none), held for the next ask about the same batch."""
+        """``_pixels_of`` the batch, held for the next ask about the same batch."""
         held = self.target_pixels.held(inputs, targets)
         if held is not None:
             return held
+        return self.target_pixels.hold(inputs, targets, self._pixels_of(inputs, targets))
+
+    @torch.no_grad()
+    def _pixels_of(self, inputs: Tensor, targets: Tensor) -> Tensor:
+        """(B, H, W) float: the pixels the trained model gives each image's target class (all
+        of them where it gives the class none)."""
         winners = (self.trained or self.segmenter).scores(inputs).argmax(dim=1)
         masks = (winners == targets.to(winners.device)[:, None, None]).float()
         masks[masks.sum(dim=(1, 2)) == 0] = 1.0
-        return self.target_pixels.hold(inputs, targets, masks)
+        return masks
