@@ -155,7 +155,11 @@ def test_a_detector_and_a_segmenter_have_reports_scored_by_their_task(tmp_path: 
         layer = report["settings"]["layers"][0]
         assert rows[("eigencam", layer)]["sanity"]["steps"] == [head]
         assert rows[("eigencam", layer)]["sanity"]["passed"] is False  # blind to the head
-        assert rows[("gradcam", layer)]["sanity"]["passed"] is True
+        # Grad-CAM follows the head: below the threshold on average; on this one image, one
+        # of the detector's three seeds keeps its map (undecided), never all of them
+        gradcam = rows[("gradcam", layer)]["sanity"]
+        assert gradcam["spearman"][gradcam["decisive_step"]] < SANITY_THRESHOLD, gradcam
+        assert gradcam["verdict"] in {"pass", "undecided"}, gradcam
         for row in rows.values():
             faithful = row["faithfulness"]
             assert 0.0 <= faithful["deletion_auc"] <= 1.0
