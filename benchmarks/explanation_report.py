@@ -49,12 +49,12 @@ def print_report(state: dict[str, Any], wall_s: float) -> None:
     print(f"report {state['state']} after {wall_s:.1f} s (server ready to report ready)")
     for stage, seconds in (report.get("seconds") or {}).items():
         print(f"  {stage:<14} {seconds:8.1f} s")
-    print(f"  {'method':<10} {'layer':<10} {'sanity':<6} {'ROAD':>7} {'seconds':>8}")
+    print(f"  {'method':<10} {'layer':<10} {'sanity':<9} {'ROAD':>7} {'seconds':>8}")
     for row in report.get("rows", []):
-        verdict = "pass" if row["sanity"]["passed"] else "fail"
+        verdict = row["sanity"]["verdict"]
         road = row["faithfulness"]["road"]
         print(
-            f"  {row['method']:<10} {row['layer']:<10} {verdict:<6} {road:7.3f} "
+            f"  {row['method']:<10} {row['layer']:<10} {verdict:<9} {road:7.3f} "
             f"{row['seconds']:8.1f}"
         )
 

@@ -1,7 +1,5 @@
 """Service settings, read from ``CAMSERVE_*`` environment variables (and a ``.env`` file).
-
-Build them with ``load_settings()``; nothing is read at import time.
-"""
+Build them with ``load_settings()``; nothing is read at import time."""
 
 from __future__ import annotations
 
@@ -161,6 +159,7 @@ class Settings(BaseSettings):
     audit: bool = Field(True, description="Compute each served version's explanation report.")
     audit_dir: Path | None = Field(None, description="Where reports are kept; unset: the cache.")
     audit_max_images: int = Field(8, ge=1, le=256, description="Most images in a report.")
+    audit_seeds: int = Field(3, ge=1, le=20, description="Cascades a sanity verdict rests on.")
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated origins allowed by CORS."
     )

@@ -45,6 +45,7 @@ def test_audit_writes_json_csv_and_chart(tmp_path: Path) -> None:
         ("eigencam", "layer4"),
     ]
     assert {row["sanity_passed"] for row in rows} <= {"True", "False"}
+    assert {row["sanity_verdict"] for row in rows} <= {"pass", "fail", "undecided"}
     assert all(row["pointing_game"] in {"0.0000", "1.0000"} for row in rows)
     report = json.loads((out / "audit.json").read_text())
     assert report["model"] == "shapes"
@@ -53,11 +54,20 @@ def test_audit_writes_json_csv_and_chart(tmp_path: Path) -> None:
     first = report["rows"][0]
     assert first["sanity"]["steps"] == ["fc", "layer4", "layer3", "layer2", "layer1", "stem"]
     assert len(first["sanity"]["spearman"]) == 6
+    assert first["sanity"]["seeds"] == [0, 1, 2]
+    assert len(first["sanity"]["spearman_by_seed"]) == 3
+    eigencam = report["rows"][2]["sanity"]
+    assert eigencam["sign_free"] is True
+    assert all(rank >= 0 for curve in eigencam["spearman_by_seed"] for rank in curve)
+    assert first["faithfulness"]["images"] == 2
+    assert first["faithfulness"]["road_interval"] is None  # two images: too few to draw from
+    assert first["faithfulness"]["rank"] == {"best": 1, "worst": 3, "of": 3}
     assert first["localisation"]["images"] == 1
     assert set(report["seconds"]) == {"trained maps", "sanity", "faithfulness", "total"}
     assert (out / "audit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "gradcam    layer4" in result.output
     assert "sanity " in result.output
+    assert "on 2 images, 3 seeds" in result.output
 
 
 def test_audit_reports_a_detector_on_scenes_with_boxes(tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
 """The explanation report on the page (``reportbadges.js``, ``reportwatch.js``), in a real
 browser on a real server whose reports are on: once the shipped ``shapes`` model's report is
-ready, each method's checkbox says at the chosen layer whether its maps pass the sanity check and
-how it ranks on faithfulness (ROAD), as the report's JSON says, and a link opens the report; while
-the report is computed a quiet note says how far it has come, and the page asks again every few
-seconds, then no more. The shipped detector's report badges its methods at its pyramid the same
-way; a server whose reports are off (404 ``reports_off``) shows nothing, and no error."""
+ready, each method's checkbox says at the chosen layer whether its maps pass the sanity check,
+fail it or are undecided (the seeds disagree), and how it ranks on faithfulness (ROAD, tied
+where the report's intervals do not separate the methods), as the report's JSON says, and a
+link opens the report; while the report is computed a quiet note says how far it has come, and
+the page asks again every few seconds, then no more. The shipped detector's report badges its
+methods at its pyramid the same way; a server whose reports are off (404 ``reports_off``) shows
+nothing, and no error."""
 
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ pytestmark = pytest.mark.slow
 
 MODEL, DETECTOR = "shapes", "shapes-detector"
 REPORT_PATH = f"/v1/models/{MODEL}/report"
-REPORT_LIMIT_S = 120.0
-"""The shapes report takes about 8 s on two busy cores, the detector's about 20 s after it."""
+REPORT_LIMIT_S = 300.0
+"""The shapes report takes about 20 s on two busy cores (three cascades), the detector's about
+a minute after it; at a load average of 8 the detector's took over 120 s."""
 PAGE_POLL_S = 4.0
 """How often the page asks again while the report is computed (reportwatch.js)."""
 SAMPLE = Path(__file__).resolve().parents[2] / "app/camserve/web/static/samples/shapes/star.jpg"
@@ -67,13 +70,19 @@ def ready_report(server: LiveServer) -> Body:
     return report_of(server)
 
 
-def expected_ranks(rows: list[Body]) -> dict[str, int]:
-    """Each method's rank by ROAD at one layer, higher first; equal to three decimals: one rank."""
-    scores = {row["method"]: round(row["faithfulness"]["road"], 3) for row in rows}
-    return {
-        method: 1 + sum(other > score for other in scores.values())
-        for method, score in scores.items()
-    }
+SANITY_WORDS = {"pass": "✓ sanity", "fail": "✗ sanity", "undecided": "? sanity"}
+SPOKEN = {"pass": "check passed", "fail": "check failed", "undecided": "check undecided"}
+
+
+def rank_words(rank: Body) -> tuple[str, str]:
+    """The rank badge's words as shown and as spoken, from the report's rank."""
+    best, worst, count = rank["best"], rank["worst"], rank["of"]
+    if best == worst:
+        return f"#{best}/{count} faithful", f"faithfulness rank {best} of {count}"
+    return (
+        f"tied #{best}-{worst}/{count} faithful",
+        f"faithfulness rank {best} to {worst} of {count}, tied",
+    )
 
 
 def shown_badges(web: WebPage) -> dict[str, Body]:
@@ -93,6 +102,7 @@ def shown_badges(web: WebPage) -> dict[str, Body]:
               const rank = label.querySelector('.badge.rank');
               return [label.querySelector('input').value, {
                 passed: sanity.dataset.passed === 'true',
+                verdict: sanity.dataset.verdict,
                 sanity: shown(sanity),
                 spoken: sanity.textContent.trim(),
                 sanityTitle: sanity.title,
@@ -116,27 +126,36 @@ def test_each_method_shows_its_sanity_check_and_faithfulness_rank(
     report = ready_report["report"]
     layer = report["settings"]["layers"][0]
     rows = [row for row in report["rows"] if row["layer"] == layer]
-    outcomes = {row["method"]: row["sanity"]["passed"] for row in rows}
-    assert set(outcomes.values()) == {True, False}, outcomes  # the page draws both outcomes
+    outcomes = {row["method"]: row["sanity"]["verdict"] for row in rows}
+    # The page draws all three verdicts: at shapes' layer4 the seeds disagree on Grad-CAM++
+    assert set(outcomes.values()) == {"pass", "fail", "undecided"}, outcomes
+    tied = [
+        row
+        for row in rows
+        if row["faithfulness"]["rank"]["best"] < row["faithfulness"]["rank"]["worst"]
+    ]
+    assert tied, rows  # five images do not separate identical maps (CAM and Grad-CAM here)
     web.page.select_option("#model", MODEL)
     expect(web.page.locator(BADGES)).to_have_count(len(rows))
 
     shown = shown_badges(web)
     assert set(shown) == set(outcomes)
-    ranks = expected_ranks(rows)
     for row in rows:
         method, badge = row["method"], shown[row["method"]]
-        passed = row["sanity"]["passed"]
-        assert badge["passed"] is passed, method
-        assert badge["sanity"] == ("✓ sanity" if passed else "✗ sanity"), badge
-        assert badge["spoken"].endswith("check passed" if passed else "check failed"), badge
-        spearman = row["sanity"]["spearman"][row["sanity"]["decisive_step"]]
-        assert f"Spearman correlation of {spearman:.2f}" in badge["sanityTitle"], badge
-        assert badge["rank"] == f"#{ranks[method]}/{len(rows)} faithful", (method, badge)
-        assert badge["rankSpoken"] == f"faithfulness rank {ranks[method]} of {len(rows)}", badge
+        verdict = row["sanity"]["verdict"]
+        assert (badge["passed"], badge["verdict"]) == (row["sanity"]["passed"], verdict), method
+        assert badge["sanity"] == SANITY_WORDS[verdict], badge
+        assert badge["spoken"].endswith(SPOKEN[verdict]), badge
+        low, high = (f"{value:.2f}" for value in row["sanity"]["decisive_range"])
+        assert f"correlation of {low} to {high} with the trained" in badge["sanityTitle"], badge
+        assert "(3 seeds)" in badge["sanityTitle"], badge
+        words, spoken = rank_words(row["faithfulness"]["rank"])
+        assert (badge["rank"], badge["rankSpoken"]) == (words, spoken), (method, badge)
         assert f"ROAD {row['faithfulness']['road']:.3f}" in badge["rankTitle"], badge
+        assert f"over {row['faithfulness']['images']} images" in badge["rankTitle"], badge
+    assert shown["eigencam"]["sanityTitle"].count("absolute Spearman") == 1
     best = max(rows, key=lambda row: row["faithfulness"]["road"])
-    assert shown[best["method"]]["rank"].startswith("#1/")
+    assert shown[best["method"]]["rank"].startswith(("#1/", "tied #1-"))
 
     note = web.page.locator(NOTE)
     expect(note).to_have_text(

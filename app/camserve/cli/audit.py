@@ -31,7 +31,8 @@ from camserve.quality.audit.faithfulness import DEFAULT_CURVE_STEPS
 from camserve.quality.audit.files import write_audit
 from camserve.quality.audit.reference import SAMPLES, reference_folder
 from camserve.quality.audit.road import DEFAULT_PERCENTILES
-from camserve.quality.audit.run import Audit, AuditSettings, run_audit
+from camserve.quality.audit.run import Audit, AuditRow, AuditSettings, run_audit
+from camserve.quality.audit.sanity import DEFAULT_SEEDS
 from camserve.quality.audit.subjects import AuditedModel, audited
 from camserve.quality.audit.subjects.classifier import ClassifierSubject
 from camserve.quality.datasets import samples_from_folder
@@ -72,7 +73,13 @@ def audit_command(
     curve_steps: Annotated[
         int, typer.Option(min=2, help="Points on each deletion / insertion curve.")
     ] = DEFAULT_CURVE_STEPS,
-    seed: Annotated[int, typer.Option(help="Seed of the randomised weights and ROAD's noise.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="First seed of the randomised weights; ROAD's noise's seed.")
+    ] = 0,
+    seeds: Annotated[
+        int,
+        typer.Option(min=1, help="Cascades of randomised weights (seeds --seed, --seed + 1, ...)."),
+    ] = DEFAULT_SEEDS,
     timings: Annotated[bool, typer.Option(help="Print what each stage and pair cost.")] = False,
     device: DeviceOption = "auto",
     models_dir: ModelsDir = DEFAULT_MODELS_DIR,
@@ -100,6 +107,7 @@ def audit_command(
             percentiles=_percentiles(road_percentiles),
             curve_steps=curve_steps,
             seed=seed,
+            seeds=seeds,
         )
         audit = run_audit(
             subject,
@@ -159,17 +167,21 @@ def _percentiles(text: str) -> tuple[int, ...]:
 
 
 def _summary(audit: Audit, timings: bool) -> str:
-    """The report as a plain table (and, with ``timings``, each stage's seconds)."""
+    """The report as a plain table (and, with ``timings``, each stage's seconds): the sanity
+    verdict with the rule's Spearman as its mean and range over the seeds, ROAD with its 95 %
+    interval and the ranks it may hold at its layer."""
     lines = [
-        f"{audit.model} ({audit.version}) on {len(audit.images)} images",
-        f"{'method':<10} {'layer':<10} {'sanity':<6} {'spearman':>8} {'road':>7} "
-        f"{'deletion':>8} {'insertion':>9}" + (f" {'seconds':>7}" if timings else ""),
+        f"{audit.model} ({audit.version}) on {len(audit.images)} images, "
+        f"{audit.settings.seeds} seeds",
+        f"{'method':<10} {'layer':<10} {'sanity':<9} {'spearman':<21} {'road':>7} "
+        f"{'interval':<16} {'rank':<5} {'deletion':>8} {'insertion':>9}"
+        + (f" {'seconds':>7}" if timings else ""),
     ]
     for row in audit.rows:
-        verdict = "pass" if row.sanity.passed else "FAIL"
         line = (
-            f"{row.method:<10} {row.layer:<10} {verdict:<6} {row.sanity.decisive_spearman:>8.2f} "
-            f"{row.faithfulness.road.combined:>7.3f} {row.faithfulness.deletion_auc:>8.3f} "
+            f"{row.method:<10} {row.layer:<10} {_verdict(row):<9} {_spread(row):<21} "
+            f"{row.faithfulness.road.combined:>7.3f} {_interval(audit, row):<16} "
+            f"{_rank(audit, row):<5} {row.faithfulness.deletion_auc:>8.3f} "
             f"{row.faithfulness.insertion_auc:>9.3f}"
         )
         lines.append(line + (f" {row.faithfulness.seconds:>7.1f}" if timings else ""))
@@ -178,3 +190,31 @@ def _summary(audit: Audit, timings: bool) -> str:
     if timings:
         lines.append(", ".join(f"{stage} {value:.1f} s" for stage, value in audit.seconds.items()))
     return "\n".join(lines)
+
+
+def _verdict(row: AuditRow) -> str:
+    verdict = row.sanity.verdict.value
+    return verdict.upper() if verdict == "fail" else verdict
+
+
+def _spread(row: AuditRow) -> str:
+    """The mean over the seeds, and their range: "0.22 (-0.14..0.57)"; "|r|" when signless."""
+    by_seed = row.sanity.decisive_by_seed
+    mean = f"{row.sanity.decisive_spearman:.2f}"
+    spread = f"{mean} ({min(by_seed):.2f}..{max(by_seed):.2f})" if len(by_seed) > 1 else mean
+    return spread + (" |r|" if row.sanity.sign_free else "")
+
+
+def _interval(audit: Audit, row: AuditRow) -> str:
+    rank = audit.ranks.get((row.method, row.layer))
+    if rank is None or rank.interval is None:
+        return "-"
+    low, high = rank.interval
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def _rank(audit: Audit, row: AuditRow) -> str:
+    rank = audit.ranks.get((row.method, row.layer))
+    if rank is None:
+        return "-"
+    return str(rank.best) if not rank.tied else f"{rank.best}-{rank.worst}"

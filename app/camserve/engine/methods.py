@@ -96,6 +96,9 @@ class CamMethod:
     """One map per image whatever the targets (the map does not depend on the class)."""
     needs_inputs: bool = False
     """The method runs the model on the model input again (Score-CAM's masked passes)."""
+    sign_arbitrary: bool = False
+    """The map's sign is a convention, not a finding (Eigen-CAM's singular vector): another
+    model may orient the same map the other way."""
 
 
 def weighted_sum(activations: Tensor, weights: Tensor) -> Tensor:
@@ -282,7 +285,14 @@ METHODS: dict[str, CamMethod] = {
         CamMethod("hirescam", "HiResCAM", hires_cam, needs_gradients=True),
         CamMethod("layercam", "LayerCAM", layer_cam, needs_gradients=True),
         CamMethod("scorecam", "Score-CAM", score_cam, needs_gradients=False, needs_inputs=True),
-        CamMethod("eigencam", "Eigen-CAM", eigen_cam, needs_gradients=False, class_agnostic=True),
+        CamMethod(
+            "eigencam",
+            "Eigen-CAM",
+            eigen_cam,
+            needs_gradients=False,
+            class_agnostic=True,
+            sign_arbitrary=True,
+        ),
     )
 }
 

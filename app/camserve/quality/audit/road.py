@@ -40,6 +40,9 @@ class RoadScores:
     percentiles: tuple[int, ...]
     most_relevant_first: tuple[float, ...]
     least_relevant_first: tuple[float, ...]
+    per_image: tuple[float, ...] = ()
+    """Each image's own combined score: their mean is ``combined``, their spread its
+    uncertainty (``uncertainty.py``)."""
 
     @property
     def combined(self) -> float:
@@ -85,8 +88,8 @@ def road_scores(
     rows = torch.arange(len(targets))
     columns = torch.as_tensor(list(targets))
     before = probabilities(inputs)[rows, columns].detach().cpu().numpy().astype(np.float32)
-    lerf: list[float] = []
-    morf: list[float] = []
+    lerf: list[npt.NDArray[np.float32]] = []
+    morf: list[npt.NDArray[np.float32]] = []
     for least_first, results in ((True, lerf), (False, morf)):
         for percentile in percentiles:
             imputed = []
@@ -99,8 +102,14 @@ def road_scores(
                     imputed.append(impute(image, torch.from_numpy(removed), generator=generator))
             after = probabilities(torch.stack(imputed).to(inputs.device))[rows, columns]
             change = after.detach().cpu().numpy().astype(np.float32) - before
-            results.append(float(np.mean(change)))
-    return RoadScores(tuple(percentiles), tuple(morf), tuple(lerf))
+            results.append(change)
+    per_image = np.mean((np.asarray(lerf) - np.asarray(morf)) / 2.0, axis=0)
+    return RoadScores(
+        tuple(percentiles),
+        tuple(float(np.mean(change)) for change in morf),
+        tuple(float(np.mean(change)) for change in lerf),
+        tuple(float(score) for score in per_image),
+    )
 
 
 def _removed_pixels(

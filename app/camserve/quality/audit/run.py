@@ -16,8 +16,14 @@ from camserve.quality.audit.passes import Passes
 from camserve.quality.audit.randomisation import cascade_units, last_block
 from camserve.quality.audit.reference import ReferenceMaps, reference_maps
 from camserve.quality.audit.road import DEFAULT_PERCENTILES, ImputationCache
-from camserve.quality.audit.sanity import SANITY_THRESHOLD, SanityCurve, sanity_curves
+from camserve.quality.audit.sanity import (
+    DEFAULT_SEEDS,
+    SANITY_THRESHOLD,
+    SanityCurve,
+    sanity_curves,
+)
 from camserve.quality.audit.subjects.base import AuditedModel
+from camserve.quality.audit.uncertainty import Ranked, ranked
 from camserve.quality.datasets import EvalSample
 
 __all__ = ["Audit", "AuditRow", "AuditSettings", "Progress", "run_audit"]
@@ -33,8 +39,15 @@ class AuditSettings:
     percentiles: tuple[int, ...] = DEFAULT_PERCENTILES
     curve_steps: int = DEFAULT_CURVE_STEPS
     seed: int = 0
+    """The first cascade's seed, and ROAD's noise's."""
+    seeds: int = DEFAULT_SEEDS
+    """Cascades, of seeds ``seed``, ``seed + 1``, ...: the sanity verdict's spread."""
     full_cascade: bool = True
     """False: the cascade stops at the rule's step, the last block (the server's report)."""
+
+    @property
+    def cascade_seeds(self) -> tuple[int, ...]:
+        return tuple(range(self.seed, self.seed + self.seeds))
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,8 @@ class Audit:
     seconds: dict[str, float] = field(default_factory=dict)
     """What each stage cost: the trained pass, the whole cascade, all faithfulness, in all."""
     threshold: float = SANITY_THRESHOLD
+    ranks: dict[Pair, Ranked] = field(default_factory=dict)
+    """Each pair's ROAD score with its interval and rank among the methods at its layer."""
 
 
 def _ignore(_message: str, _done: float) -> None:
@@ -88,7 +103,7 @@ def run_audit(
     reference = reference_maps(subject, samples, settings.methods, settings.layers, passes)
     audit.left_out.update(reference.refusals)
     audit.seconds["trained maps"] = time.perf_counter() - started
-    steps = _cascade_steps(subject, settings)
+    steps = _cascade_steps(subject, settings) * settings.seeds
     total = 1 + steps + len(reference.maps)
     on_progress("trained maps", 1 / total)
     if on_reference is not None:
@@ -101,7 +116,7 @@ def run_audit(
         inputs,
         targets,
         passes.maps(model_maps(settings.methods, settings.layers)),
-        seed=settings.seed,
+        seeds=settings.cascade_seeds,
         trained_maps=trained,
         on_step=lambda unit: on_progress(f"sanity: randomised {unit}", next(done) / total),
         passes=passes,
@@ -126,9 +141,19 @@ def run_audit(
         placed = _localisation(subject, samples, trained[pair])
         audit.rows.append(AuditRow(curve.method, curve.layer, curve, scores, placed))
         on_progress(f"faithfulness: {curve.method} at {curve.layer}", next(done) / total)
+    audit.ranks = _ranks(audit.rows)
     audit.seconds["faithfulness"] = time.perf_counter() - mark
     audit.seconds["total"] = time.perf_counter() - started
     return audit
+
+
+def _ranks(rows: Sequence[AuditRow]) -> dict[Pair, Ranked]:
+    """Each row's ROAD ranked among the rows of its layer."""
+    ranks: dict[Pair, Ranked] = {}
+    for layer in dict.fromkeys(row.layer for row in rows):
+        scores = {row.method: row.faithfulness.road.per_image for row in rows if row.layer == layer}
+        ranks.update({(method, layer): rank for method, rank in ranked(scores).items()})
+    return ranks
 
 
 def _cascade_steps(subject: AuditedModel, settings: AuditSettings) -> int:

@@ -28,9 +28,10 @@ __all__ = [
     "served_settings",
 ]
 
-REPORT_FORMAT = 2
+REPORT_FORMAT = 3
 """Changes when what a report holds changes, so that older reports are computed again (2: the
-model's task and what faithfulness scores)."""
+model's task and what faithfulness scores; 3: the cascade over several seeds, Eigen-CAM
+compared without its sign, ROAD's intervals and tied ranks)."""
 SERVED_PERCENTILES: tuple[int, ...] = (70, 90)
 """ROAD removing the hottest 30 % of the pixels, then 10 % (and as many of the coldest): the
 part of the CLI's curve (50, 70, 90) whose imputation costs least (the solve grows with the
@@ -41,13 +42,14 @@ UNIT_IMAGES = 2
 """Images per pass the worker runs for a report: what a request may wait for."""
 
 
-def served_settings(subject: AuditedModel, model: ServedModel) -> AuditSettings:
+def served_settings(subject: AuditedModel, model: ServedModel, seeds: int) -> AuditSettings:
     methods = tuple(method for method in DEFAULT_METHODS if method in model.methods)
     return AuditSettings(
         methods=methods,
         layers=tuple(subject.candidate_layers()),
         percentiles=SERVED_PERCENTILES,
         curve_steps=SERVED_CURVE_STEPS,
+        seeds=seeds,
         full_cascade=False,
     )
 
@@ -62,6 +64,7 @@ def report_key(version: str, settings: AuditSettings, images: ReferenceImages) -
         "percentiles": settings.percentiles,
         "curve_steps": settings.curve_steps,
         "seed": settings.seed,
+        "seeds": settings.seeds,
         "full_cascade": settings.full_cascade,
         "images": images.digest,
     }

@@ -80,6 +80,7 @@ class ExplanationReports:
         self.enabled = settings.audit
         self._store = ReportStore(settings.audit_dir or default_report_dir())
         self._max_images = settings.audit_max_images
+        self._seeds = settings.audit_seeds
         self._worker = worker
         self._metrics = metrics
         self._lock = threading.Condition()
@@ -216,7 +217,7 @@ class ExplanationReports:
     def _plan(self, job: _Job) -> _Plan:
         subject, model = audited(job.live.explainer), job.live.model
         assert model is not None  # installed() queues no bare engine
-        settings = served_settings(subject, model)
+        settings = served_settings(subject, model, self._seeds)
         folder = reference_folder_of(model.name, model.reference_images)
         images = load_reference_images(folder, self._max_images)
         return _Plan(subject, model, settings, images, report_key(model.version, settings, images))

@@ -1,16 +1,23 @@
 // The explanation report beside the method checkboxes. At the chosen layer, each method the
-// report covers gets two badges: whether its maps pass the sanity check (they must change when
-// the model's weights are randomised) and its rank on faithfulness (ROAD, higher is better)
-// among the methods at that layer. A note under the boxes says what the badges are and links to
-// the report, or says how far the report has come while the server computes it. Badges are
-// words (✓ / ✗ and "sanity"), their numbers in a tooltip; colour only repeats them.
+// report covers gets two badges: its sanity verdict (its maps must change when the model's
+// weights are randomised: passed, failed, or undecided where the seeds of the random weights
+// disagree) and its rank on faithfulness (ROAD, higher is better) among the methods at that
+// layer, as the report ranks them: a range ("tied #1-3/6") where the images do not separate
+// the scores. A note under the boxes says what the badges are and links to the report, or says
+// how far the report has come while the server computes it. Badges are words (✓ / ✗ / ? and
+// "sanity"), their numbers in a tooltip; colour only repeats them.
 
 import { methodName } from './cards.js';
 
-/** A layer's rows ranked by ROAD: ties (equal to the three decimals shown) share a rank. */
-export function faithfulnessRanks(rows) {
-  const scores = rows.map((row) => Number(row.faithfulness.road.toFixed(3)));
-  return new Map(rows.map((row, index) => [row.method, 1 + scores.filter((score) => score > scores[index]).length]));
+const VERDICTS = {
+  pass: { mark: '✓', spoken: ' check passed', says: 'Passes' },
+  fail: { mark: '✗', spoken: ' check failed', says: 'Fails' },
+  undecided: { mark: '?', spoken: ' check undecided', says: 'Is undecided on' },
+};
+
+/** The rank's words: "#2/6" where the report separates it, "tied #1-3/6" where not. */
+export function rankWords({ best, worst, of }) {
+  return best === worst ? `#${best}/${of}` : `tied #${best}-${worst}/${of}`;
 }
 
 /**
@@ -26,42 +33,57 @@ export function showReport(list, note, body, layer) {
 }
 
 function addBadges(list, rows, rule) {
-  const ranks = faithfulnessRanks(rows);
   for (const row of rows) {
     const label = list.querySelector(`input[value="${CSS.escape(row.method)}"]`)?.closest('label');
     if (!label) continue;
     const badges = element('span', 'report-badges');
-    badges.append(sanityBadge(row, rule), rankBadge(row, ranks.get(row.method), rows.length));
+    badges.append(sanityBadge(row, rule), rankBadge(row));
     label.append(badges);
   }
 }
 
 function sanityBadge(row, rule) {
-  const { passed, spearman, steps, decisive_step: step } = row.sanity;
-  const badge = element('span', `badge sanity ${passed ? 'pass' : 'fail'}`);
+  const { passed, verdict, decisive_range: range, seeds, steps, decisive_step: step, images } = row.sanity;
+  const words = VERDICTS[verdict];
+  const badge = element('span', `badge sanity ${verdict}`);
   badge.dataset.passed = String(passed);
-  const mark = element('span', '', passed ? '✓' : '✗');
+  badge.dataset.verdict = verdict;
+  const mark = element('span', '', words.mark);
   mark.setAttribute('aria-hidden', 'true');
-  const outcome = element('span', 'visually-hidden', passed ? ' check passed' : ' check failed');
-  badge.append(mark, ' sanity', outcome);
+  badge.append(mark, ' sanity', element('span', 'visually-hidden', words.spoken));
+  const [low, high] = range.map((value) => value.toFixed(2));
+  const kept = low === high ? low : `${low} to ${high}`;
   badge.title =
-    `${passed ? 'Passes' : 'Fails'} the sanity check: once the weights down to ${steps[step]} are ` +
-    `randomised, ${methodName(row.method)}'s maps keep a mean Spearman correlation of ` +
-    `${spearman[step].toFixed(2)} with the trained model's. The rule: it ${rule}.`;
+    `${words.says} the sanity check: once the weights down to ${steps[step]} are randomised ` +
+    `(${seeds.length} seeds), ${methodName(row.method)}'s maps keep a mean ` +
+    `${row.sanity.sign_free ? 'absolute ' : ''}Spearman correlation of ${kept} with the trained ` +
+    `model's, over ${images} images. The rule: it ${rule}.`;
   return badge;
 }
 
-function rankBadge(row, rank, count) {
-  const { road, deletion_auc: deletion, insertion_auc: insertion } = row.faithfulness;
-  const badge = element('span', 'badge rank');
-  badge.dataset.rank = String(rank);
-  const shown = element('span', '', `#${rank}/${count} faithful`);
+function rankBadge(row) {
+  const { road, road_interval: interval, rank, images } = row.faithfulness;
+  const { deletion_auc: deletion, insertion_auc: insertion } = row.faithfulness;
+  const badge = element('span', `badge rank${rank.best === rank.worst ? '' : ' tied'}`);
+  badge.dataset.rank = rank.best === rank.worst ? String(rank.best) : `${rank.best}-${rank.worst}`;
+  const shown = element('span', '', `${rankWords(rank)} faithful`);
   shown.setAttribute('aria-hidden', 'true');
-  badge.append(shown, element('span', 'visually-hidden', `faithfulness rank ${rank} of ${count}`));
+  const spoken =
+    rank.best === rank.worst
+      ? `faithfulness rank ${rank.best} of ${rank.of}`
+      : `faithfulness rank ${rank.best} to ${rank.worst} of ${rank.of}, tied`;
+  badge.append(shown, element('span', 'visually-hidden', spoken));
+  const spread = interval
+    ? `95 % interval ${interval[0].toFixed(3)} to ${interval[1].toFixed(3)}`
+    : 'too few images for an interval';
+  const place =
+    rank.best === rank.worst
+      ? `rank ${rank.best} of the ${rank.of} methods here`
+      : `rank ${rank.best} to ${rank.worst} of the ${rank.of} methods here (the images do not separate them)`;
   badge.title =
-    `Faithfulness at ${row.layer}: ROAD ${road.toFixed(3)} (higher is more faithful), ` +
-    `rank ${rank} of the ${count} methods here (equal scores share a rank); deletion AUC ` +
-    `${deletion.toFixed(3)} (lower is better), insertion AUC ${insertion.toFixed(3)} (higher is better).`;
+    `Faithfulness at ${row.layer} over ${images} images: ROAD ${road.toFixed(3)} (${spread}; ` +
+    `higher is more faithful), ${place}; deletion AUC ${deletion.toFixed(3)} (lower is better), ` +
+    `insertion AUC ${insertion.toFixed(3)} (higher is better).`;
   return badge;
 }
 
