@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import typer
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -17,7 +18,8 @@ from rich.text import Text
 from camserve.cli.common import ModelsDir, cli, fail
 from camserve.cli.path_wrapping import wrap_at_separators
 from camserve.engine.errors import CamserveError
-from camserve.engine.models.manifest import DEFAULT_MODELS_DIR, ModelSpec, load_manifests
+from camserve.engine.models.manifest import DEFAULT_MODELS_DIR, ModelSpec
+from camserve.engine.models.manifest_folder import read_manifests
 from camserve.engine.models.shipped import describe_models_folder
 from camserve.engine.models.weights_status import WeightsStatus, weights_status
 
@@ -43,11 +45,12 @@ FIELD_COLUMN = max(len(field) for field in FIELDS) + 2
 @cli.command("models")
 def list_models(models_dir: ModelsDir = DEFAULT_MODELS_DIR) -> None:
     """List the models in the models folder (where it is, its target layer, its weights and
-    whether they are here)."""
+    whether they are here), and every manifest that cannot be read (then the exit status is 1)."""
     try:
-        specs = load_manifests(models_dir)
+        folder = read_manifests(models_dir).require_some()
     except CamserveError as error:
         raise fail(str(error)) from error
+    specs = folder.specs
     statuses = [weights_status(spec) for spec in specs]
     rows = [
         (Text(spec.name), *_cells(spec, status))
@@ -57,10 +60,15 @@ def list_models(models_dir: ModelsDir = DEFAULT_MODELS_DIR) -> None:
     origin = describe_models_folder(models_dir)
     for line in wrap_at_separators(f"manifests from {origin}:", output.width):
         output.print(line, highlight=False, soft_wrap=True)
-    output.print(_fitting(output, rows))
+    if rows:
+        output.print(_fitting(output, rows))
     for spec, status in zip(specs, statuses, strict=True):
         if not status.ready:
             output.print(f"{spec.name}: {status.detail}", highlight=False, soft_wrap=True)
+    for entry in folder.broken:
+        output.print(f"{entry.name}: not served: {entry.error}", highlight=False, soft_wrap=True)
+    if folder.broken:
+        raise typer.Exit(code=1)
 
 
 def _cells(spec: ModelSpec, status: WeightsStatus) -> tuple[Text, ...]:
