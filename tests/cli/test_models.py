@@ -169,3 +169,36 @@ def test_a_named_folder_without_manifests_is_an_error_that_says_so(tmp_path: Pat
         "docs/models.md); put one there, or point --models-dir / CAMSERVE_MODELS_DIR at a "
         "folder of them"
     ]
+
+
+def test_the_architectures_are_listed_by_task() -> None:
+    result = runner.invoke(cli, ["models", "--architectures"], env={"COLUMNS": "100"})
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    heads = [index for index, line in enumerate(lines) if line.startswith("task = ")]
+    assert [lines[index] for index in heads] == [
+        f'task = "{task}" (source = "torchvision"):'
+        for task in ("classification", "detection", "segmentation")
+    ]
+    classifiers = " ".join(lines[heads[0] + 1 : heads[1]]).replace(",", " ").split()
+    detectors = " ".join(lines[heads[1] + 1 : heads[2]]).replace(",", " ").split()
+    assert {"resnet18", "efficientnet_b0", "vit_b_16", "shapes_resnet"} <= set(classifiers)
+    assert {"fasterrcnn_resnet50_fpn", "shapes_fasterrcnn"} <= set(detectors)
+    assert lines[-1] == (
+        'source = "timm" or "huggingface": any model name the library knows (docs/models.md)'
+    )
+
+
+def test_an_unknown_torchvision_name_gets_the_closest_names_and_the_list_command(
+    tmp_path: Path, torch_home: Path
+) -> None:
+    (tmp_path / "odd.toml").write_text('name = "odd"\narchitecture = "resnet5"\n')
+
+    lines = _models(tmp_path, 250)
+
+    assert lines[-1] == (
+        "odd: torchvision has no architecture 'resnet5'; did you mean resnet50 or resnet152 or "
+        "resnet34? `camserve models --architectures` lists the supported ones"
+    )
