@@ -55,7 +55,7 @@ from benchmarks.json_rows import write_rows
 from camserve.engine.engine import CamEngine
 from camserve.engine.images.imaging import decode_image, encode_image
 from camserve.engine.models.devices import resolve_device, synchronize
-from camserve.engine.models.manifest import load_manifests
+from camserve.engine.models.manifest_folder import load_manifests
 from camserve.engine.models.registry import load_model
 from tests.harness.live_server import ServerProcess as Server
 from tests.harness.live_server import camserve_environment, running, start_camserve

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from camserve.config import DEFAULT_MODELS_DIR, Settings
-from camserve.engine.models.manifest import load_manifests
+from camserve.engine.models.manifest_folder import load_manifests
 from camserve.engine.models.registry import load_model
 from camserve.engine.models.weights import fetch_advice
 from camserve.engine.models.weights_status import weights_status

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from camserve.cli import cli
 from camserve.cli.models import FIELD_COLUMN
+from camserve.engine.models.shipped import SHIPPED_MODELS_DIR
 
 runner = CliRunner()
 
@@ -117,3 +118,87 @@ def _value_lines(lines: list[str], path: str) -> list[str]:
             break
         pieces.append(line.strip())
     return pieces
+
+
+def test_every_manifest_that_cannot_be_read_is_told_beside_the_models_that_can(
+    models_dir: Path,
+) -> None:
+    (models_dir / "typo.toml").write_text('name = "typo"\narchitecture = "resnet18"\nlayr = "x"\n')
+    (models_dir / "half.toml").write_text('name = "half"\narchitecture = \n')
+
+    result = runner.invoke(cli, ["models", "--models-dir", str(models_dir)], env={"COLUMNS": "250"})
+
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    for name in MODELS:
+        assert any(name in line for line in lines), name
+    assert lines[-2:] == [
+        f"half: not served: {models_dir / 'half.toml'}: invalid TOML: Invalid value (at line 2, "
+        "column 16)",
+        f"typo: not served: {models_dir / 'typo.toml'}: unknown field 'layr' (did you mean "
+        "'layer'?)",
+    ]
+
+
+def test_a_models_folder_here_without_manifests_lists_the_shipped_models_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "net.py").write_text("import torch\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CAMSERVE_MODELS_DIR", raising=False)
+
+    result = runner.invoke(cli, ["models"], env={"COLUMNS": "1000"})
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == (
+        f"manifests from the models shipped with camserve ({SHIPPED_MODELS_DIR}; ./models holds "
+        "no manifest (*.toml), so it is not read):"
+    )
+    listed = {line.split()[1] for line in lines[1:] if line.startswith("│")}
+    assert {"efficientnet_lite0", "shapes", "shapes-detector", "shapes-segmenter"} <= listed
+
+
+def test_a_named_folder_without_manifests_is_an_error_that_says_so(tmp_path: Path) -> None:
+    (tmp_path / "net.py").write_text("import torch\n")
+    result = runner.invoke(cli, ["models", "--models-dir", str(tmp_path)], env={"COLUMNS": "250"})
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"error: the models folder {tmp_path} holds no model manifests (*.toml files, "
+        "docs/models.md); put one there, or point --models-dir / CAMSERVE_MODELS_DIR at a "
+        "folder of them"
+    ]
+
+
+def test_the_architectures_are_listed_by_task() -> None:
+    result = runner.invoke(cli, ["models", "--architectures"], env={"COLUMNS": "100"})
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    heads = [index for index, line in enumerate(lines) if line.startswith("task = ")]
+    assert [lines[index] for index in heads] == [
+        f'task = "{task}" (source = "torchvision"):'
+        for task in ("classification", "detection", "segmentation")
+    ]
+    classifiers = " ".join(lines[heads[0] + 1 : heads[1]]).replace(",", " ").split()
+    detectors = " ".join(lines[heads[1] + 1 : heads[2]]).replace(",", " ").split()
+    assert {"resnet18", "efficientnet_b0", "vit_b_16", "shapes_resnet"} <= set(classifiers)
+    assert {"fasterrcnn_resnet50_fpn", "shapes_fasterrcnn"} <= set(detectors)
+    assert lines[-1] == (
+        'source = "timm" or "huggingface": any model name the library knows (docs/models.md)'
+    )
+
+
+def test_an_unknown_torchvision_name_gets_the_closest_names_and_the_list_command(
+    tmp_path: Path, torch_home: Path
+) -> None:
+    (tmp_path / "odd.toml").write_text('name = "odd"\narchitecture = "resnet5"\n')
+
+    lines = _models(tmp_path, 250)
+
+    assert lines[-1] == (
+        "odd: torchvision has no architecture 'resnet5'; did you mean resnet50 or resnet152 or "
+        "resnet34? `camserve models --architectures` lists the supported ones"
+    )

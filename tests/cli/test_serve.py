@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from camserve.engine.models.shipped import SHIPPED_MODELS_DIR
 from tests.harness.live_server import LOOPBACK, camserve_environment, free_port
 from tests.support import write_test_models
 
@@ -104,4 +105,44 @@ def test_ready_is_said_once_the_port_answers_without_the_port_hint(
     assert first == f"{READY}: open {url} (API docs: {url}docs)"
     assert readiness.status_code == 200
     assert rest == ["  serving: mini (default), tiny", f"  models from: {models_dir}"]
+    assert status == 0
+
+
+def test_a_models_folder_of_another_project_gives_way_to_the_shipped_models(
+    tmp_path: Path,
+) -> None:
+    """Started in an ML project whose ``models/`` holds Python code, not manifests: the shipped
+    models serve (``shapes`` only here, to start quickly) and the report says why."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "net.py").write_text("import torch\n")
+    env = camserve_environment(tmp_path, settings={"models": "shapes"})
+    del env["CAMSERVE_MODELS_DIR"]
+    port = free_port()
+    process = subprocess.Popen(
+        serve_command(port),
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        lines = _lines_of(process)
+        first = lines.get(timeout=START_TIMEOUT_S)
+        listed = httpx.get(f"http://{LOOPBACK}:{port}/v1/models", timeout=10).json()
+    finally:
+        process.terminate()
+        status = process.wait(60)
+    rest = list(iter(lambda: lines.get(timeout=10), None))
+    assert process.stdout is not None
+    process.stdout.close()
+    url = f"http://{LOOPBACK}:{port}/"
+    assert first == f"{READY}: open {url} (API docs: {url}docs)"
+    assert [model["name"] for model in listed["models"]] == ["shapes"]
+    assert rest == [
+        "  serving: shapes (default)",
+        f"  models from: the models shipped with camserve ({SHIPPED_MODELS_DIR}; ./models holds "
+        "no manifest (*.toml), so it is not read)",
+    ]
     assert status == 0

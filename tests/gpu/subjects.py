@@ -17,7 +17,7 @@ from torchvision.models import get_model
 from camserve.engine.engine import CamEngine
 from camserve.engine.images.imaging import decode_image
 from camserve.engine.models.dense import load_dense_model
-from camserve.engine.models.manifest import load_manifests
+from camserve.engine.models.manifest_folder import load_manifests
 from camserve.engine.models.registry import load_model
 from camserve.quality.real_model import efficientnet_lite0
 from tests.support import SHIPPED_MODELS, scene_pixels

@@ -109,3 +109,49 @@ def test_the_exit_reason_is_one_line(no_model_exit: tuple[int, str]) -> None:
     _, log = no_model_exit
     reason = next(line for line in log.splitlines() if line.startswith("error: "))
     assert "missing-checkpoint.pt not found" in reason, reason
+
+
+BROKEN_MANIFESTS = {
+    # file stem: (its text, a part of the reason every report gives)
+    "typo": (
+        'name = "typo"\narchitecture = "resnet18"\nweights = "random"\nlayr = "layer4"\n',
+        "unknown field 'layr' (did you mean 'layer'?)",
+    ),
+    "half": ('name = "half"\narchitecture = \n', "invalid TOML"),
+    "odd": (
+        'name = "odd"\narchitecture = "resnet5"\nweights = "random"\n',
+        "model 'odd': unsupported architecture 'resnet5'; did you mean resnet50 or resnet152 "
+        "or resnet34? `camserve models --architectures` lists the supported ones",
+    ),
+}
+
+
+def test_manifests_that_cannot_be_read_are_all_reported_while_the_others_serve(
+    tmp_path: Path, work_dir: Path
+) -> None:
+    """Two schema errors and an unknown architecture in one folder: one start reports all three
+    (in the start-up report and log, /readyz and /v1/models), each with its short reason, and
+    the good models serve."""
+    folder = write_test_models(tmp_path / "models")
+    for stem, (text, _reason) in BROKEN_MANIFESTS.items():
+        (folder / f"{stem}.toml").write_text(text)
+
+    with live_server(folder, work_dir) as server:
+        ready = httpx.get(server.url("/readyz"), timeout=10).json()
+        listed = httpx.get(server.url("/v1/models"), timeout=10).json()
+        served = _cam(server.url("/v1/cam"), "tiny")
+        log = server.log(tail=None)
+
+    assert served.status_code == 200, served.text
+    assert ready["models"] == {
+        "half": "failed",
+        "mini": "ready",
+        "odd": "failed",
+        "tiny": "ready",
+        "typo": "failed",
+    }
+    assert listed["failed"] == ready["failed"]
+    for stem, (_text, reason) in BROKEN_MANIFESTS.items():
+        assert reason in ready["failed"][stem]
+        assert len(ready["failed"][stem]) < 300, ready["failed"][stem]
+        assert f"  not served: {stem}: {ready['failed'][stem]}" in log.splitlines()

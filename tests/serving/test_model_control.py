@@ -220,6 +220,35 @@ def test_poll_keeps_the_served_version_when_a_manifest_breaks(
         assert service.hub.snapshot().load_errors == {}
 
 
+def test_a_manifest_broken_at_start_fails_alone_and_serves_once_repaired(folder: Path) -> None:
+    """Polling: ``n``'s manifest has a typo when the service starts; ``m`` serves, ``n`` is
+    reported with the typo (hub and repository index), and serves once the file is fixed."""
+    write_whole(folder / "n.toml", 'name = "n"\narchitecture = "shapes_resnet"\nweigts = "b.pt"\n')
+    with running(folder, model_control="poll") as service:
+        assert settled_version(service, "m") is not None
+        typo = "unknown field 'weigts' (did you mean 'weights'?)"
+        assert typo in service.hub.snapshot().failures["n"]
+        assert entry(service, "n").state == "UNAVAILABLE"
+        assert typo in entry(service, "n").reason
+        write_manifest(folder, "n", "b.pt")
+        eventually(lambda: served_version(service, "n") is not None, "the repaired n loaded")
+        assert service.hub.snapshot().failures == {}
+        assert entry(service, "n").state == "READY"
+
+
+def test_an_explicit_load_of_a_broken_manifest_says_why_and_loads_once_repaired(
+    folder: Path,
+) -> None:
+    write_whole(folder / "n.toml", 'name = "n"\narchitecture = "shapes_resnet"\ntask = "ocr"\n')
+    with running(folder) as service:
+        assert settled_version(service, "m") is not None
+        with pytest.raises(ModelLoadError, match="field 'task': Input should be"):
+            service.control.load("n").result(WAIT_S)
+        write_manifest(folder, "n", "b.pt")
+        assert service.control.load("n").result(WAIT_S) is not None
+        assert settled_version(service, "n") is not None
+
+
 def test_a_reload_and_an_unload_drop_the_models_cached_answers(folder: Path) -> None:
     write_manifest(folder, "n", "a.pt")
     with running(folder) as service:

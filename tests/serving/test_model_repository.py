@@ -38,11 +38,14 @@ def test_a_folder_is_read_file_by_file(tmp_path: Path) -> None:
         ("a.toml", "a"),
         ("a2.toml", "a2"),
         ("b.toml", "b"),
-        ("c.toml", "a2"),
+        ("c.toml", "c"),  # a2 is taken: the file's stem names it, as the server reports it
         ("d.toml", "d"),
     ]
     assert [bool(file.version) for file in files] == [True, True, True, False, False]
-    assert "model name 'a2' is taken by" in files[3].error
+    assert files[3].error == (
+        f"model name 'a2' is used by both {tmp_path / 'a2.toml'} and {tmp_path / 'c.toml'}; "
+        "names must be unique"
+    )
     assert "invalid TOML" in files[4].error
     assert read_folder(tmp_path / "gone", ModelVersions()) == []
 

@@ -207,3 +207,73 @@ def test_a_manifest_names_the_default_method_and_an_unknown_one_fails_its_model(
     assert hub.get("layered").method == "layercam"
     assert hub.get("plain").method == "gradcam"
     assert "bestcam" in hub.snapshot().failures["wrong"]
+
+
+def write_broken_manifests(folder: Path) -> dict[str, str]:
+    """Two manifests with schema errors beside ``write_manifests``' models; the name each is
+    reported under, and a part of its reason."""
+    (folder / "typo.toml").write_text(
+        'name = "typo"\narchitecture = "shapes_resnet"\nweigths = "random"\n'
+    )
+    (folder / "half.toml").write_text('name = "half"\narchitecture = [\n')
+    return {
+        "typo": "unknown field 'weigths' (did you mean 'weights'?)",
+        "half": "invalid TOML",
+    }
+
+
+def test_manifests_that_cannot_be_read_fail_alone_and_all_are_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    reasons = write_broken_manifests(write_manifests(tmp_path))
+    with caplog.at_level("ERROR", logger="camserve.serving.served_models"):
+        hub = hub_for(tmp_path)
+    before = hub.snapshot()
+    assert before.states["typo"] is LoadState.FAILED
+    assert before.states["half"] is LoadState.FAILED
+    assert before.states["a"] is LoadState.LOADING
+
+    hub.load_all()
+
+    snapshot = hub.snapshot()
+    assert [model.name for model in snapshot.models] == ["a", "b"]
+    assert sorted(snapshot.failures) == ["broken", "half", "typo"]
+    for name, reason in reasons.items():
+        assert snapshot.failures[name].startswith(f"{tmp_path / name}.toml: ")
+        assert reason in snapshot.failures[name]
+        assert any(
+            record.getMessage() == f"model {name} not served: {snapshot.failures[name]}"
+            for record in caplog.records
+        )
+    with pytest.raises(ModelUnavailableError, match="unknown field 'weigths'"):
+        hub.get("typo")
+
+
+def test_a_named_manifest_that_cannot_be_read_fails_while_the_others_serve(
+    tmp_path: Path,
+) -> None:
+    write_broken_manifests(write_manifests(tmp_path))
+    hub = hub_for(tmp_path, models=["typo", "b"])
+    hub.load_all()
+    snapshot = hub.snapshot()
+    assert [model.name for model in snapshot.models] == ["b"]
+    assert list(snapshot.failures) == ["typo"]
+    with pytest.raises(ManifestError, match="unknown field 'weigths'"):
+        find_spec(tmp_path, "typo")
+
+
+def test_a_missing_name_is_told_with_the_manifests_that_cannot_be_read(tmp_path: Path) -> None:
+    write_manifests(tmp_path)
+    (tmp_path / "half.toml").write_text("name = [\n")
+    with pytest.raises(ManifestError) as caught:
+        select_specs(tmp_path, ["x"])
+    assert str(caught.value).startswith(
+        f"no model 'x' in {tmp_path} (available: a, b, broken; cannot be read: "
+        f"{tmp_path / 'half.toml'}: invalid TOML"
+    )
+
+
+def test_a_folder_holding_no_manifest_is_refused_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "net.py").write_text("import torch\n")
+    with pytest.raises(ManifestError, match=f"the models folder {tmp_path} holds no model"):
+        hub_for(tmp_path)

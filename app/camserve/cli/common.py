@@ -11,7 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from camserve.cli.lazy_commands import cli
 from camserve.engine.errors import CamserveError, ManifestError
-from camserve.engine.models.manifest import ModelSpec, load_manifests
+from camserve.engine.models.manifest import ModelSpec
+from camserve.engine.models.manifest_folder import read_manifests
 from camserve.engine.models.shipped import models_folder
 
 if TYPE_CHECKING:
@@ -80,10 +81,15 @@ def choose_spec(
         return ModelSpec(name=architecture, architecture=architecture, weights=weights, layer=layer)
     if model is not None:
         return find_spec(models_dir, model)
-    specs = load_manifests(models_dir)
-    if not specs:
-        raise CamserveError(f"no model manifests in {models_dir}; pass --architecture")
-    return specs[0]
+    folder = read_manifests(models_dir)
+    if not folder.specs:
+        reasons = f" ({folder.errors()})" if folder.broken else ""
+        raise CamserveError(
+            f"no usable model manifest in {models_dir}{reasons}; pass --architecture"
+        )
+    for entry in folder.broken:
+        console.print(f"[yellow]skipped manifest[/] {entry.error}", highlight=False, soft_wrap=True)
+    return folder.specs[0]
 
 
 DENSE_COMMANDS = {

@@ -12,7 +12,8 @@ import typer
 from camserve.cli.common import ModelsDir, cli, console, fail
 from camserve.config import DEFAULT_MODELS_DIR
 from camserve.engine.errors import CamserveError
-from camserve.engine.models.manifest import ModelSpec, load_manifests
+from camserve.engine.models.manifest import ModelSpec
+from camserve.engine.models.manifest_folder import load_manifests
 from camserve.engine.models.sources import is_pretrained_alias
 from camserve.engine.models.sources.huggingface_source import fetch_huggingface_weights
 from camserve.engine.models.sources.timm_source import fetch_timm_weights

@@ -8,8 +8,11 @@ looks for the weights files (``lazy_commands.py`` keeps the other commands' impo
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
+from typing import Annotated
 
+import typer
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -17,7 +20,8 @@ from rich.text import Text
 from camserve.cli.common import ModelsDir, cli, fail
 from camserve.cli.path_wrapping import wrap_at_separators
 from camserve.engine.errors import CamserveError
-from camserve.engine.models.manifest import DEFAULT_MODELS_DIR, ModelSpec, load_manifests
+from camserve.engine.models.manifest import DEFAULT_MODELS_DIR, ModelSpec
+from camserve.engine.models.manifest_folder import read_manifests
 from camserve.engine.models.shipped import describe_models_folder
 from camserve.engine.models.weights_status import WeightsStatus, weights_status
 
@@ -41,13 +45,26 @@ FIELD_COLUMN = max(len(field) for field in FIELDS) + 2
 
 
 @cli.command("models")
-def list_models(models_dir: ModelsDir = DEFAULT_MODELS_DIR) -> None:
+def list_models(
+    models_dir: ModelsDir = DEFAULT_MODELS_DIR,
+    architectures: Annotated[
+        bool,
+        typer.Option(
+            "--architectures",
+            help="List the architectures a manifest can name (source torchvision), by task.",
+        ),
+    ] = False,
+) -> None:
     """List the models in the models folder (where it is, its target layer, its weights and
-    whether they are here)."""
+    whether they are here), and every manifest that cannot be read (then the exit status is 1)."""
+    if architectures:
+        _print_architectures(Console())
+        return
     try:
-        specs = load_manifests(models_dir)
+        folder = read_manifests(models_dir).require_some()
     except CamserveError as error:
         raise fail(str(error)) from error
+    specs = folder.specs
     statuses = [weights_status(spec) for spec in specs]
     rows = [
         (Text(spec.name), *_cells(spec, status))
@@ -57,10 +74,15 @@ def list_models(models_dir: ModelsDir = DEFAULT_MODELS_DIR) -> None:
     origin = describe_models_folder(models_dir)
     for line in wrap_at_separators(f"manifests from {origin}:", output.width):
         output.print(line, highlight=False, soft_wrap=True)
-    output.print(_fitting(output, rows))
+    if rows:
+        output.print(_fitting(output, rows))
     for spec, status in zip(specs, statuses, strict=True):
         if not status.ready:
             output.print(f"{spec.name}: {status.detail}", highlight=False, soft_wrap=True)
+    for entry in folder.broken:
+        output.print(f"{entry.name}: not served: {entry.error}", highlight=False, soft_wrap=True)
+    if folder.broken:
+        raise typer.Exit(code=1)
 
 
 def _cells(spec: ModelSpec, status: WeightsStatus) -> tuple[Text, ...]:
@@ -99,3 +121,24 @@ def _block(row: tuple[Text, ...], value_width: int) -> RenderableType:
         lines = wrap_at_separators(value.plain, value_width)
         fields.add_row(f" {field}", Text("\n".join(lines), style=value.style))
     return Group(Text(name.plain, style="bold", overflow="fold"), fields)
+
+
+def _print_architectures(output: Console) -> None:
+    """Each task's architectures, one task a paragraph, names wrapped at spaces."""
+    from camserve.engine.models.dense import FAMILIES  # noqa: PLC0415 - imports torchvision
+    from camserve.engine.models.registry import supported_architectures  # noqa: PLC0415
+
+    tasks = {
+        "classification": supported_architectures(),
+        "detection": list(FAMILIES["detection"]),
+        "segmentation": list(FAMILIES["segmentation"]),
+    }
+    for task, names in tasks.items():
+        output.print(f'task = "{task}" (source = "torchvision"):', highlight=False)
+        for line in textwrap.wrap(", ".join(names), max(output.width - 2, 20)):
+            output.print(f"  {line}", highlight=False, soft_wrap=True)
+    output.print(
+        'source = "timm" or "huggingface": any model name the library knows (docs/models.md)',
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -150,8 +150,8 @@ class ModelControl:
         failures = self._hub.snapshot().failures
         for file in files:
             self._names[file.path] = file.name
-            if file.name in failures:
-                self._attempts[file.name] = file.version
+            if file.name in failures:  # a broken manifest: its error, as _report_unreadable
+                self._attempts[file.name] = file.version if file.spec is not None else file.error
 
     def _execute(self, command: _Command) -> None:
         if not command.done.set_running_or_notify_cancel():

@@ -1,10 +1,11 @@
 """The models folder as a model repository: every manifest in it, read one by one, and the index
 of the repository extension (Triton's and KServe's): each model's name, version and state.
 
-A broken manifest does not hide the others: it is listed under its file's name with why it
-cannot be read. A model serves (``READY``) while a new version of it loads, and after a load of
-a new version failed (``reason`` says why); ``LOADING`` is a model that does not serve yet;
-``UNAVAILABLE`` one that does not serve, with the reason (failed, unloaded, not loaded).
+A broken manifest does not hide the others: it is listed under the name it declares (else its
+file's stem) with why it cannot be read. A model serves (``READY``) while a new version of it
+loads, and after a load of a new version failed (``reason`` says why); ``LOADING`` is a model
+that does not serve yet; ``UNAVAILABLE`` one that does not serve, with the reason (failed,
+unloaded, not loaded).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from camserve.engine.errors import ManifestError
-from camserve.engine.models.manifest import MANIFEST_SUFFIX, ModelSpec, load_manifest
+from camserve.engine.models.manifest import ModelSpec
+from camserve.engine.models.manifest_folder import read_manifests
 from camserve.serving.model_versions import ModelVersions
 from camserve.serving.served_models import HubSnapshot, LoadState
 
@@ -46,25 +47,20 @@ class RepositoryEntry:
 
 
 def read_folder(models_dir: Path, versions: ModelVersions) -> list[ManifestFile]:
-    """Every manifest in ``models_dir``, in file-name order; a second manifest with a name that
-    an earlier file took is refused."""
+    """Every manifest in ``models_dir``, in file-name order, named as ``read_manifests`` names
+    them (a broken one as the server's start reported it); none when the folder is gone."""
     if not models_dir.is_dir():
         return []
-    files: list[ManifestFile] = []
-    owners: dict[str, Path] = {}
-    for path in sorted(models_dir.glob(f"*{MANIFEST_SUFFIX}")):
-        try:
-            spec = load_manifest(path)
-        except ManifestError as error:
-            files.append(ManifestFile(path, path.stem, None, "", str(error)))
-            continue
-        owner = owners.setdefault(spec.name, path)
-        if owner != path:
-            error_text = f"{path}: model name {spec.name!r} is taken by {owner}"
-            files.append(ManifestFile(path, spec.name, None, "", error_text))
-            continue
-        files.append(ManifestFile(path, spec.name, spec, versions.version_of(spec)))
-    return files
+    return [
+        ManifestFile(
+            entry.path,
+            entry.name,
+            entry.spec,
+            "" if entry.spec is None else versions.version_of(entry.spec),
+            entry.error,
+        )
+        for entry in read_manifests(models_dir).entries
+    ]
 
 
 def repository_index(
@@ -73,14 +69,8 @@ def repository_index(
     """Each manifest's model with its state, and the served models whose manifest is gone, by
     name; ``loading`` is the (name, version) being loaded now, if any."""
     served = {model.name: model for model in snapshot.models}
-    entries: list[RepositoryEntry] = []
-    listed: set[str] = set()
-    for file in files:
-        if file.name in listed:  # a second manifest of a name: never served
-            entries.append(RepositoryEntry(file.name, file.version, "UNAVAILABLE", file.error))
-            continue
-        listed.add(file.name)
-        entries.append(_entry(file, snapshot, loading))
+    entries = [_entry(file, snapshot, loading) for file in files]  # names are unique
+    listed = {file.name for file in files}
     for name in served.keys() - listed:
         reason = "its manifest is no longer in the models folder"
         entries.append(RepositoryEntry(name, served[name].version, "READY", reason))

@@ -10,24 +10,29 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import partial
-from pathlib import Path
 
 import torch
 
 from camserve.config import Settings
 from camserve.engine.engine import CamEngine
-from camserve.engine.errors import CamserveError, ManifestError, UnknownModelError
+from camserve.engine.errors import CamserveError, UnknownModelError
 from camserve.engine.fusion import FUSED_LAYER, default_explanation
 from camserve.engine.models.devices import parse_autocast, parse_score_cam_precision, resolve_device
-from camserve.engine.models.manifest import ModelSpec, load_manifests
-from camserve.engine.models.registry import LoadedModel, load_model
+from camserve.engine.models.manifest import ModelSpec
+from camserve.engine.models.registry import load_model
 from camserve.serving.cam_layers import cam_layers
 from camserve.serving.dense_models import load_dense_explainer
 from camserve.serving.errors import ModelUnavailableError, NotReadyError
+from camserve.serving.model_selection import (  # find_spec and the others: imported from here
+    chosen_manifests,
+    find_spec,
+    first_loadable,
+    select_specs,
+)
 from camserve.serving.model_versions import ModelVersions
 from camserve.serving.offline_loading import require_local_weights
 from camserve.serving.score_cam_cost import measure_score_cam_cost
@@ -95,8 +100,10 @@ class ModelHub:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        self.specs = select_specs(self.settings.models_dir, self.settings.models)
+        self.specs, broken = chosen_manifests(self.settings.models_dir, self.settings.models)
         self.states = {spec.name: LoadState.LOADING for spec in self.specs}
+        for entry in broken:  # reported like a model that fails to load; the others serve
+            self.fail(entry.name, entry.error)
 
     def load_all(self) -> dict[str, Explainer]:
         """Load and warm every model (on the worker thread); returns the engines that work."""
@@ -351,39 +358,3 @@ def load_classifier(
     )
     engine.masked_passes.fit_chunks(slice_s / CHUNKS_PER_SLICE)
     return engine, served
-
-
-def select_specs(models_dir: Path, names: Sequence[str]) -> list[ModelSpec]:
-    """The manifests in ``models_dir`` called ``names``, in that order (every manifest when
-    ``names`` is empty); an error names the missing ones and lists what the folder holds."""
-    specs = load_manifests(models_dir)
-    if not names:
-        return specs
-    by_name = {spec.name: spec for spec in specs}
-    missing = ", ".join(repr(name) for name in names if name not in by_name)
-    if missing:
-        available = ", ".join(by_name) or "none"
-        raise ManifestError(f"no model {missing} in {models_dir} (available: {available})")
-    return [by_name[name] for name in names]
-
-
-def find_spec(models_dir: Path, name: str) -> ModelSpec:
-    """The manifest called ``name`` in ``models_dir``."""
-    (spec,) = select_specs(models_dir, [name])
-    return spec
-
-
-def first_loadable(models_dir: Path) -> tuple[LoadedModel, dict[str, str]]:
-    """The server's default model: the first manifest in ``models_dir`` (in name order, the
-    order the server loads them) whose model loads; and why each one before it did not."""
-    specs = load_manifests(models_dir)
-    if not specs:
-        raise ManifestError(f"no model manifests in {models_dir}; pass --architecture")
-    failures: dict[str, str] = {}
-    for spec in specs:
-        try:
-            return load_model(spec), failures
-        except CamserveError as error:
-            failures[spec.name] = str(error)
-    reasons = "; ".join(f"{name}: {reason}" for name, reason in failures.items())
-    raise ManifestError(f"no model in {models_dir} loads ({reasons})")

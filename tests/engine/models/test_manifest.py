@@ -1,4 +1,4 @@
-"""Model manifests: parsing, defaults, validation messages and directory loading."""
+"""Model manifests: parsing, defaults and validation messages."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from camserve.engine.errors import ManifestError
 from camserve.engine.images.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
 from camserve.engine.images.resize_policy import ResizePolicy
-from camserve.engine.models.manifest import ModelSpec, load_manifest, load_manifests
+from camserve.engine.models.manifest import ModelSpec, load_manifest
 
 __all__: list[str] = []
 
@@ -198,33 +198,3 @@ def test_names_must_be_url_safe(tmp_path: Path, name: str) -> None:
     path = write(tmp_path, "demo.toml", manifest_text(name=name))
     with pytest.raises(ManifestError, match=r"field 'name': .* is not URL-safe"):
         load_manifest(path)
-
-
-def test_directory_is_loaded_sorted_by_name(tmp_path: Path) -> None:
-    write(tmp_path, "a.toml", manifest_text(name="zebra"))
-    write(tmp_path, "b.toml", manifest_text(name="alpaca"))
-    write(tmp_path, "notes.txt", "not a manifest")
-
-    assert [spec.name for spec in load_manifests(tmp_path)] == ["alpaca", "zebra"]
-
-
-def test_duplicate_names_name_both_files(tmp_path: Path) -> None:
-    first = write(tmp_path, "first.toml", manifest_text(name="same"))
-    second = write(tmp_path, "second.toml", manifest_text(name="same"))
-    with pytest.raises(ManifestError, match="'same'") as caught:
-        load_manifests(tmp_path)
-    assert str(first) in str(caught.value)
-    assert str(second) in str(caught.value)
-
-
-def test_one_bad_manifest_fails_the_directory(tmp_path: Path) -> None:
-    write(tmp_path, "good.toml", manifest_text(name="good"))
-    write(tmp_path, "bad.toml", "name = \n")
-    with pytest.raises(ManifestError, match=r"bad\.toml"):
-        load_manifests(tmp_path)
-
-
-def test_missing_directory(tmp_path: Path) -> None:
-    with pytest.raises(ManifestError, match="does not exist") as caught:
-        load_manifests(tmp_path / "absent")
-    assert "--models-dir DIR or CAMSERVE_MODELS_DIR=DIR" in str(caught.value)

@@ -104,18 +104,22 @@ def test_supported_architectures() -> None:
 
 
 @pytest.mark.parametrize("architecture", UNSUPPORTED)
-def test_unknown_architecture_lists_the_supported_ones(architecture: str) -> None:
+def test_unknown_architecture_points_at_the_list_instead_of_pasting_it(architecture: str) -> None:
     with pytest.raises(
         UnknownArchitectureError, match=f"unsupported architecture '{architecture}'"
     ):
         build_model(architecture, num_classes=10)
-    with pytest.raises(UnknownArchitectureError, match=r"supported: alexnet, .*resnet50"):
+    with pytest.raises(UnknownArchitectureError) as refused:
         default_layer(architecture, nn.Identity())
+    message = str(refused.value)
+    assert "`camserve models --architectures` lists the supported ones" in message
+    assert "resnet152, resnet18, resnet34" not in message
+    assert len(message) < 300, message
 
 
 def test_unknown_architecture_in_a_manifest_fails_at_load() -> None:
     spec = ModelSpec(name="vision", architecture="maxvit_t", weights="random")
-    with pytest.raises(UnknownArchitectureError, match=r"model 'vision': .*resnet18"):
+    with pytest.raises(UnknownArchitectureError, match=r"model 'vision': unsupported architecture"):
         load_model(spec)
 
 
@@ -214,12 +218,18 @@ def test_a_misspelled_architecture_gets_the_closest_names_first(
     spec = ModelSpec(name="mine", architecture=architecture, weights="random")
     with pytest.raises(UnknownArchitectureError) as refused:
         load_model(spec)
-    assert str(refused.value).startswith(
+    assert str(refused.value) == (
         f"model 'mine': unsupported architecture '{architecture}'; did you mean {guess}? "
-        "supported: alexnet, "
+        "`camserve models --architectures` lists the supported ones (models with auxiliary "
+        "heads, such as googlenet and inception_v3, are not); for timm or Hugging Face models "
+        "set 'source'"
     )
 
 
 def test_a_name_like_no_architecture_gets_no_guess() -> None:
-    with pytest.raises(UnknownArchitectureError, match=r"'maxvit_t'; supported: alexnet, "):
+    with pytest.raises(UnknownArchitectureError) as refused:
         build_model("maxvit_t", num_classes=10)
+    assert str(refused.value).startswith(
+        "unsupported architecture 'maxvit_t'; `camserve models --architectures` lists the "
+        "supported ones ("
+    )

@@ -13,7 +13,8 @@ import torch
 from camserve.engine.engine import CamEngine
 from camserve.engine.errors import ManifestError
 from camserve.engine.fusion import default_explanation
-from camserve.engine.models.manifest import load_manifest, load_manifests
+from camserve.engine.models.manifest import load_manifest
+from camserve.engine.models.manifest_folder import load_manifests
 from camserve.engine.models.registry import load_model
 from camserve.engine.models.report_default import ReportRow, most_faithful_passing, read_report_rows
 from camserve.quality.audit.files import audit_json

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from camserve.engine.engine import CamEngine
-from camserve.engine.models.manifest import load_manifests
+from camserve.engine.models.manifest_folder import load_manifests
 from camserve.engine.models.registry import load_model
 from camserve.quality.audit.candidates import MapSource, Pair, model_maps
 from camserve.quality.audit.randomisation import cascade, cascade_units, last_block

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from camserve.engine.models.manifest import load_manifests
+from camserve.engine.models.manifest_folder import load_manifests
 from scripts.release import image_check
 
 

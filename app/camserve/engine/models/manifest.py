@@ -62,7 +62,6 @@ __all__ = [
     "Source",
     "Task",
     "load_manifest",
-    "load_manifests",
     "read_labels_file",
 ]
 
@@ -321,27 +320,6 @@ def load_manifest(path: Path) -> ModelSpec:
     except ManifestError as error:
         raise ManifestError(f"{path}: {error}") from None
     return spec
-
-
-def load_manifests(directory: Path) -> list[ModelSpec]:
-    """Every ``*.toml`` manifest in ``directory``, sorted by model name; names must be unique."""
-    if not directory.is_dir():
-        raise ManifestError(
-            f"model directory {directory} does not exist or is not a folder; point camserve at "
-            "your manifests with --models-dir DIR or CAMSERVE_MODELS_DIR=DIR"
-        )
-    files: dict[str, Path] = {}
-    specs: list[ModelSpec] = []
-    for path in sorted(directory.glob(f"*{MANIFEST_SUFFIX}")):
-        spec = load_manifest(path)
-        if spec.name in files:
-            raise ManifestError(
-                f"model name {spec.name!r} is used by both {files[spec.name]} and {path}; "
-                "names must be unique"
-            )
-        files[spec.name] = path
-        specs.append(spec)
-    return sorted(specs, key=lambda spec: spec.name)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

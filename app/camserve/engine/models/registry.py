@@ -14,7 +14,6 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from difflib import get_close_matches
 from functools import cache
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from camserve.engine.errors import (
     UnknownLayerError,
 )
 from camserve.engine.images.preprocess import Preprocessing
+from camserve.engine.models.architecture_names import suggestion
 from camserve.engine.models.layers import find_candidate_layers, resolve_layer
 from camserve.engine.models.manifest import ModelSpec
 from camserve.engine.models.packaged import fit_keys
@@ -155,27 +155,14 @@ def _rule_for(architecture: str) -> LayerRule | None:
 
 
 def require_supported(architecture: str) -> None:
-    """Raise ``UnknownArchitectureError`` listing the options unless ``architecture`` is one."""
+    """Raise ``UnknownArchitectureError`` with the closest names unless ``architecture`` is
+    one."""
     if architecture not in _supported():
-        close = _closest_architectures(architecture)
-        guess = f"did you mean {' or '.join(close)}? " if close else ""
         raise UnknownArchitectureError(
-            f"unsupported architecture {architecture!r}; {guess}supported: "
-            f"{', '.join(_supported())} (models with auxiliary heads, such as googlenet and "
-            "inception_v3, are not); for timm or Hugging Face models set 'source'"
+            f"unsupported architecture {architecture!r}; "
+            f"{suggestion(architecture, _supported())} (models with auxiliary heads, such as "
+            "googlenet and inception_v3, are not); for timm or Hugging Face models set 'source'"
         )
-
-
-def _closest_architectures(architecture: str) -> list[str]:
-    """The supported name spelled the same but for case and separators (``ResNet-18``:
-    ``resnet18``), else up to three that ``difflib`` finds close."""
-    folded = _folded(architecture)
-    same = [name for name in _supported() if _folded(name) == folded]
-    return same or get_close_matches(architecture.lower(), _supported(), n=3)
-
-
-def _folded(name: str) -> str:
-    return "".join(character for character in name.lower() if character.isalnum())
 
 
 def default_layer(architecture: str, module: nn.Module) -> str:

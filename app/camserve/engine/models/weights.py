@@ -36,6 +36,7 @@ from camserve.engine.errors import (
     UnknownArchitectureError,
     WeightsUnavailableError,
 )
+from camserve.engine.models.architecture_names import suggestion
 from camserve.engine.models.weights_kind import RANDOM_WEIGHTS, WeightsKind, weights_kind
 
 __all__ = [
@@ -131,9 +132,9 @@ def _weights_members(architecture: str) -> dict[str, Any]:
     try:
         enum = torchvision.models.get_model_weights(architecture)
     except (ValueError, KeyError):
-        known = torchvision.models.list_models(module=torchvision.models)
+        known = torchvision.models.list_models()
         raise UnknownArchitectureError(
-            f"torchvision has no architecture {architecture!r}; known: {', '.join(known)}"
+            f"torchvision has no architecture {architecture!r}; {suggestion(architecture, known)}"
         ) from None
     return dict(enum.__members__)
 
