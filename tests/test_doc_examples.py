@@ -283,6 +283,22 @@ def test_markers_stand_right_before_a_block() -> None:
         assert markers == marked, f"{document.relative_to(ROOT)}: a marker before no block"
 
 
+UNPUBLISHED = re.compile(r"(?<![\w/.-])camserve(?:-client)?(?![\w/.\[*-])")
+"""A bare requirement on camserve or its client: neither is on a package index."""
+
+
+def test_install_lines_install_what_the_clone_builds() -> None:
+    """``pip install camserve-client`` fails: both packages are built from the clone (``make
+    wheels``), so an install line names a wheel in dist/, the clone itself, or an extra of an
+    installed camserve."""
+    for block in ALL_BLOCKS:
+        for line in block.text.splitlines():
+            command = line.split("#", 1)[0]
+            if "pip install" in command:
+                bare = UNPUBLISHED.findall(command.split("pip install", 1)[1])
+                assert not bare, f"{block.where}: {line.strip()!r} installs {bare} by name"
+
+
 TOML_BLOCKS = [block for block in ALL_BLOCKS if block.language == "toml"]
 
 
