@@ -39,7 +39,7 @@ def models_dir(tmp_path: Path) -> Path:
 def images(tmp_path: Path) -> Path:
     sizes = {"a.png": (40, 30), "nested/b.jpg": (50, 70), "c.webp": (32, 32)}
     folder = write_image_folder(tmp_path / "images", sizes)
-    (folder / "notes.txt").write_text("not an image, and not picked up")
+    (folder / "notes.txt").write_text("not an image: named as ignored, not explained")
     return folder
 
 
@@ -71,6 +71,7 @@ def test_explain_a_folder_writes_overlays_heatmaps_and_a_summary(
     assert "skipped" in result.output
     assert "broken.png" in result.output
     assert "1 of 4 files skipped" in result.output
+    assert f"ignored {images / 'notes.txt'}: not an image file" in " ".join(result.output.split())
     rows = {Path(row["source"]).name: row for row in json.loads(summary.read_text())}
     b_label = rows["b.jpg"]["labels"][0]
     with Image.open(out / "nested" / f"b_gradcam_{b_label}_overlay.png") as overlay:
