@@ -335,6 +335,7 @@ def test_a_dense_model_is_refused_with_the_commands_that_explain_it(
     result = runner.invoke(cli, [*arguments, "--models-dir", str(shipped)])
     assert result.exit_code == 1
     assert " ".join(result.output.split()) == (
+        f"ignored {images / 'notes.txt'}: not an image file "
         f"error: model '{model}' is a {kind}, and `camserve explain` explains classifiers; "
         f"explain a {kind}'s images with {commands}, or serve it with `camserve serve` "
         "(the page and /v1/explain)"
