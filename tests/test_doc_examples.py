@@ -31,6 +31,7 @@ from tests.harness.live_server import TERMINAL_VARIABLES
 from tests.integration.live import LiveServer, live_server
 from tests.support import SHIPPED_MODELS
 from tests.threads import server_environment
+from tests.tolerances import assert_within
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -283,6 +284,22 @@ def test_markers_stand_right_before_a_block() -> None:
         assert markers == marked, f"{document.relative_to(ROOT)}: a marker before no block"
 
 
+UNPUBLISHED = re.compile(r"(?<![\w/.-])camserve(?:-client)?(?![\w/.\[*-])")
+"""A bare requirement on camserve or its client: neither is on a package index."""
+
+
+def test_install_lines_install_what_the_clone_builds() -> None:
+    """``pip install camserve-client`` fails: both packages are built from the clone (``make
+    wheels``), so an install line names a wheel in dist/, the clone itself, or an extra of an
+    installed camserve."""
+    for block in ALL_BLOCKS:
+        for line in block.text.splitlines():
+            command = line.split("#", 1)[0]
+            if "pip install" in command:
+                bare = UNPUBLISHED.findall(command.split("pip install", 1)[1])
+                assert not bare, f"{block.where}: {line.strip()!r} installs {bare} by name"
+
+
 TOML_BLOCKS = [block for block in ALL_BLOCKS if block.language == "toml"]
 
 
@@ -331,3 +348,42 @@ def test_relative_links_reach_their_files_and_headings(document: Path) -> None:
             assert anchor in heading_anchors(linked), (
                 f"{document.relative_to(ROOT)}: {target}: no such heading in {linked.name}"
             )
+
+
+DETECTIONS_SENTENCE = re.compile(
+    r"The first prints (?P<count>\w+) detections, best first: (?P<labels>[^.]*?)\. The "
+    r"(?P<first>\w+) scores (?P<score>[\d.]+); the (?P<boxed>\w+)'s box runs from about "
+    r"\((?P<x0>\d+), (?P<y0>\d+)\) to \((?P<x1>\d+), (?P<y1>\d+)\)\."
+)
+BOX_PIXELS = 1.0
+"""How far "about (x, y)" may be from the box's corner: the page writes whole pixels."""
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+
+
+def test_the_detector_sentence_of_the_api_page_is_what_the_server_answers(
+    server: LiveServer,
+) -> None:
+    """docs/api.md says what its detector example prints: the labels in order, the first
+    detection's score (to the digits written) and the circle's box (to the pixel)."""
+    text = " ".join((ROOT / "docs" / "api.md").read_text().split())
+    said = DETECTIONS_SENTENCE.search(text)
+    assert said is not None, "docs/api.md: the sentence after the detector example"
+    scene = ROOT / "app/camserve/web/static/samples/shapes-detector/scene-1.jpg"
+    answer = httpx.post(
+        server.url("/v1/explain"),
+        params={"model": "shapes-detector", "max_detections": 3, "include": "boxes"},
+        files={"image": scene.read_bytes()},
+        timeout=BLOCK_TIMEOUT_S,
+    ).json()
+    detections = answer["detections"]
+    labels = [re.sub(r"^(a|the|another) ", "", part) for part in said["labels"].split(", ")]
+    assert labels == [detection["label"] for detection in detections], detections
+    assert NUMBERS[said["count"]] == len(detections)
+    first = detections[0]
+    assert said["first"] == first["label"]
+    digits = len(said["score"].split(".")[1])
+    assert f"{first['score']:.{digits}f}" == said["score"], first
+    boxed = next(d for d in detections if d["label"] == said["boxed"])
+    box = [boxed[key] for key in ("x0", "y0", "x1", "y1")]
+    written = [float(said[key]) for key in ("x0", "y0", "x1", "y1")]
+    assert_within(box, written, BOX_PIXELS, msg=f"{boxed} against docs/api.md's {written}")

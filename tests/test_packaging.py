@@ -1,7 +1,8 @@
 """pyproject.toml and client/pyproject.toml build camserve's and its client's editable installs
 (``make serve``'s ``pip install -e``) without a warning: pip prints whatever warning the build
-emits, even when quiet. Each build runs here through setuptools' own hook, into a temporary
-folder; no environment is touched. The wheels themselves are checked by ``make wheel-check``."""
+emits, even when quiet; and both wheels carry the repository's LICENSE. Each build runs here
+through setuptools' own hook, into a temporary folder; no environment is touched. The wheels
+themselves are checked by ``make wheel-check``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+METADATA = """
+import sys
+from setuptools import build_meta
+print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))
+"""
 BUILD = """
 import json, sys, warnings
 from setuptools import build_meta
@@ -29,7 +35,7 @@ def copy_project(tmp_path: Path) -> Path:
     """The files the two builds read, without caches."""
     project = tmp_path / "project"
     project.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, project / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
     for folder in ("app", "client", "models"):
@@ -67,3 +73,26 @@ def test_the_editable_build_warns_of_nothing_and_puts_the_source_root_on_the_pat
 
     assert built["warnings"] == []
     assert path_file_of(wheels / str(built["wheel"])) == str(project / on_path)
+
+
+@pytest.mark.parametrize("folder", [".", "client"])
+def test_each_wheel_carries_the_mit_license_of_the_repository(tmp_path: Path, folder: str) -> None:
+    """The wheel's metadata (what its .dist-info holds) names MIT and ships LICENSE."""
+    project = copy_project(tmp_path)
+    metadata = tmp_path / "metadata"
+    metadata.mkdir()
+    completed = subprocess.run(
+        [sys.executable, "-c", METADATA, str(metadata)],
+        cwd=project / folder,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dist_info = metadata / completed.stdout.splitlines()[-1]
+    fields = (dist_info / "METADATA").read_text().split("\n\n", 1)[0].splitlines()
+
+    assert "License-Expression: MIT" in fields
+    assert "License-File: LICENSE" in fields
+    shipped = (dist_info / "licenses" / "LICENSE").read_text()
+    assert shipped == (ROOT / "LICENSE").read_text()
+    assert "MIT License\n\nCopyright (c) 2026 the camserve authors\n" in shipped

@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from camserve.api.startup_report import page_url, startup_report
 from camserve.config import DEFAULT_MODELS_DIR, Settings
 from camserve.engine.models.manifest_folder import load_manifests
 from camserve.engine.models.registry import load_model
+from camserve.engine.models.shipped import describe_models_folder
 from camserve.engine.models.weights import fetch_advice
 from camserve.engine.models.weights_status import weights_status
 
@@ -81,3 +83,25 @@ def test_the_models_page_gives_the_fetch_advice_as_camserve_words_it() -> None:
     assert fetch_advice("resnet50", "IMAGENET1K_V2") in words
     assert "models/examples" in README
     assert "models/examples" in MODELS_PAGE
+
+
+def test_the_ready_block_is_what_make_serve_prints() -> None:
+    """The README's ready block is the report ``camserve serve`` prints with the default
+    settings (what ``make serve`` runs in the clone): ``run_server``'s own functions, fed its
+    defaults and the shipped manifests, all of which load (the test above)."""
+    defaults = {
+        name: field.get_default(call_default_factory=True)
+        for name, field in Settings.model_fields.items()
+    }
+    served = [spec.name for spec in load_manifests(ROOT / DEFAULT_MODELS_DIR)]
+    printed = startup_report(
+        page_url(defaults["host"], defaults["port"]),
+        served,
+        served[0],
+        {},
+        defaults["port"],
+        models_from=describe_models_folder(DEFAULT_MODELS_DIR),
+    )
+    shown = re.search(r"`make serve` says so\s+on\s+stdout[^`]*```text\n(.*?)\n```", README, re.S)
+    assert shown is not None, "the README shows what `make serve` prints once ready"
+    assert shown[1] == printed

@@ -223,7 +223,7 @@ def _bad_cases() -> dict[str, Refused]:
             raw(b"image=abc", "application/x-www-form-urlencoded"), 415, "unsupported_media_type"
         ),
         "no-content-type": Refused(raw(png, None), 415, "unsupported_media_type"),
-        "multipart-without-image-field": Refused(multipart(png, "picture"), 400, "not_an_image"),
+        "multipart-without-image-field": Refused(multipart(png, "picture"), 400, "no_image_field"),
         "multipart-malformed": Refused(
             raw(b"--nope\r\ngarbage\r\n", f"multipart/form-data; boundary={boundary}"),
             400,
@@ -235,7 +235,7 @@ def _bad_cases() -> dict[str, Refused]:
         "multipart-text-file": Refused(multipart(text), 400, "not_an_image"),
         "multipart-too-many-files": Refused(raw(five_files, multipart_type), 400, "not_an_image"),
         "multipart-image-as-plain-field": Refused(
-            raw(plain_field, multipart_type), 400, "not_an_image"
+            raw(plain_field, multipart_type), 400, "no_image_field"
         ),
         "svg": Refused(raw(svg, "image/svg+xml"), 400, "not_an_image"),
         "one-byte-over-limit-raw": Refused(raw(one_over), 413, "payload_too_large"),
@@ -487,3 +487,32 @@ def test_an_http2_body_without_content_length_is_read_not_called_empty() -> None
     scope = {"type": "http", "http_version": "2", "headers": [(b"content-type", PNG.encode())]}
 
     assert asyncio.run(read_image_upload(Request(scope, receive), MAX_UPLOAD_BYTES)) == png
+
+
+# ---------------------------------------------------------------------------- the multipart field
+
+
+@pytest.mark.parametrize(
+    ("fields", "files", "said"),
+    [
+        ({}, {"file": ("cat.png", b"x", PNG)}, "it has the file field 'file'"),
+        (
+            {"note": "hi"},
+            {"photo": ("cat.png", b"x", PNG)},
+            "the file field 'photo', the text field 'note'",
+        ),
+        (
+            {"image": "cat.png"},
+            {"other": ("a.png", b"x", PNG)},
+            "the multipart field 'image' is text, not a file",
+        ),
+    ],
+)
+def test_a_multipart_body_without_the_image_field_names_the_fields_it_has(
+    client: TestClient, fields: dict[str, str], files: dict[str, tuple[str, bytes, str]], said: str
+) -> None:
+    response = client.post("/v1/cam", params={"model": "tiny"}, data=fields, files=files)
+
+    message = assert_error(response, 400, "no_image_field")
+    assert said in message
+    assert message.endswith("send the image as the file field 'image' (curl -F image=@photo.jpg)")

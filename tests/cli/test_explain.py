@@ -39,7 +39,7 @@ def models_dir(tmp_path: Path) -> Path:
 def images(tmp_path: Path) -> Path:
     sizes = {"a.png": (40, 30), "nested/b.jpg": (50, 70), "c.webp": (32, 32)}
     folder = write_image_folder(tmp_path / "images", sizes)
-    (folder / "notes.txt").write_text("not an image, and not picked up")
+    (folder / "notes.txt").write_text("not an image: named as ignored, not explained")
     return folder
 
 
@@ -71,6 +71,7 @@ def test_explain_a_folder_writes_overlays_heatmaps_and_a_summary(
     assert "skipped" in result.output
     assert "broken.png" in result.output
     assert "1 of 4 files skipped" in result.output
+    assert f"ignored {images / 'notes.txt'}: not an image file" in " ".join(result.output.split())
     rows = {Path(row["source"]).name: row for row in json.loads(summary.read_text())}
     b_label = rows["b.jpg"]["labels"][0]
     with Image.open(out / "nested" / f"b_gradcam_{b_label}_overlay.png") as overlay:
@@ -334,6 +335,7 @@ def test_a_dense_model_is_refused_with_the_commands_that_explain_it(
     result = runner.invoke(cli, [*arguments, "--models-dir", str(shipped)])
     assert result.exit_code == 1
     assert " ".join(result.output.split()) == (
+        f"ignored {images / 'notes.txt'}: not an image file "
         f"error: model '{model}' is a {kind}, and `camserve explain` explains classifiers; "
         f"explain a {kind}'s images with {commands}, or serve it with `camserve serve` "
         "(the page and /v1/explain)"

@@ -4,10 +4,15 @@ is listed and refused with the ``pip install 'camserve[...]'`` to run."""
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from camserve.cli.lazy_commands import COMMAND_MODULES
 
 DEVELOPMENT_ONLY = (
     "skimage",
@@ -30,12 +35,22 @@ WITHOUT_THEM = (
 )
 
 
-def run_without_development_packages(code: str) -> subprocess.CompletedProcess[str]:
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def run_without_development_packages(
+    code: str, *arguments: str, timeout_s: float = 120
+) -> subprocess.CompletedProcess[str]:
     """``code`` in a fresh interpreter where importing any of them fails, as in a plain
-    ``pip install camserve``."""
+    ``pip install camserve``; ``arguments`` are its ``sys.argv[1:]``."""
     probe = WITHOUT_THEM.format(names=DEVELOPMENT_ONLY) + code
     return subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", probe, *arguments],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        cwd=REPOSITORY,
     )
 
 
@@ -69,3 +84,92 @@ def test_help_lists_a_command_whose_extra_is_missing_with_what_to_install() -> N
     )
     assert refused.returncode == 2
     assert refused.stderr.strip() == "camserve eval needs skimage: pip install 'camserve[quality]'"
+
+
+RUN_EACH = """
+import json, traceback
+from typer.testing import CliRunner
+from camserve.cli import cli
+results = {}
+for name, arguments in json.loads(sys.argv[1]).items():
+    ran = CliRunner().invoke(cli, arguments, prog_name="camserve")
+    failed = ran.exception is not None and not isinstance(ran.exception, SystemExit)
+    crash = "".join(traceback.format_exception(*ran.exc_info)) if failed else None
+    results[name] = {"status": ran.exit_code, "stderr": ran.stderr, "crash": crash}
+print(json.dumps(results))
+"""
+"""Each command in one interpreter (torch imported once), its exit status, its stderr, and the
+traceback of an exception that escaped it."""
+
+NEEDS_EXTRA = {
+    "dataset-cvat": "needs pyarrow: pip install 'camserve[dataset]'",
+    "dataset-fiftyone": "needs pyarrow: pip install 'camserve[dataset]'",
+    "dataset-labelstudio": "needs pyarrow: pip install 'camserve[dataset]'",
+    "explain-dataset": "needs pyarrow: pip install 'camserve[dataset]'",
+    "eval": "needs skimage: pip install 'camserve[quality]'",
+    "train-demo": "needs skimage: pip install 'camserve[quality]'",
+    "train-dense": "needs skimage: pip install 'camserve[quality]'",
+}
+"""The commands that cannot run without an extra, and the line each is refused with."""
+RUNS_WITHOUT_EXTRAS = {"audit": 1, "cvat-function": 0, "explain": 1, "export-fiftyone": 1}
+RUNS_WITHOUT_EXTRAS |= {"fetch-weights": 1, "models": 0, "serve": 1}
+"""The others, and their exit status on the inputs below (1: a one-line error about the input)."""
+
+
+def invocations(work: Path, busy_port: int) -> dict[str, list[str]]:
+    """A run of each command that gets past its options to its work, quickly: a folder that
+    does not exist, the demo models, a port already taken."""
+    missing, models = str(work / "missing"), ["--models-dir", str(REPOSITORY / "models")]
+    return {
+        "audit": [
+            "audit",
+            "-o",
+            str(work / "a"),
+            "--images",
+            missing,
+            "--model",
+            "shapes",
+            *models,
+        ],
+        "cvat-function": ["cvat-function", "-m", "shapes-detector", *models],
+        "dataset-cvat": ["dataset-cvat", missing, "-o", str(work / "c")],
+        "dataset-fiftyone": ["dataset-fiftyone", missing, "-o", str(work / "f")],
+        "dataset-labelstudio": ["dataset-labelstudio", missing, "-o", str(work / "l")],
+        "eval": ["eval", "--scenes", "5", "-o", str(work / "v")],
+        "explain": ["explain", missing, "-o", str(work / "e"), "--model", "shapes", *models],
+        "explain-dataset": ["explain-dataset", missing, "-o", str(work / "d"), *models],
+        "export-fiftyone": ["export-fiftyone", missing, "-o", str(work / "x"), *models],
+        "fetch-weights": ["fetch-weights", "shapes", *models],
+        "models": ["models", *models],
+        "serve": ["serve", "--host", "127.0.0.1", "--port", str(busy_port), *models],
+        "train-demo": ["train-demo", "-o", str(work / "t")],
+        "train-dense": ["train-dense", "detection", "-o", str(work / "n")],
+    }
+
+
+def test_every_command_without_its_extras_names_what_to_install_and_never_crashes(
+    tmp_path: Path,
+) -> None:
+    """Whether a command imports a package of an extra at its top (eval) or only once it runs
+    (explain-dataset's pyarrow), it is refused with the same one line and status 2; the
+    commands that need no extra run as usual."""
+    assert set(NEEDS_EXTRA) | set(RUNS_WITHOUT_EXTRAS) == set(COMMAND_MODULES)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        calls = invocations(tmp_path, holder.getsockname()[1])
+        assert set(calls) == set(COMMAND_MODULES)
+        completed = run_without_development_packages(RUN_EACH, json.dumps(calls), timeout_s=600)
+    assert completed.returncode == 0, completed.stderr
+    results = json.loads(completed.stdout.splitlines()[-1])
+
+    for name, hint in NEEDS_EXTRA.items():
+        assert results[name]["crash"] is None, results[name]["crash"]
+        assert (results[name]["status"], results[name]["stderr"]) == (
+            2,
+            f"camserve {name} {hint}\n",
+        )
+    for name, status in RUNS_WITHOUT_EXTRAS.items():
+        assert results[name]["crash"] is None, results[name]["crash"]
+        assert results[name]["status"] == status, (name, results[name]["stderr"])
+        assert "pip install" not in results[name]["stderr"], name

@@ -12,9 +12,13 @@ from torchvision.models import resnet18
 
 from camserve.engine.engine import CamEngine
 from camserve.engine.errors import InvalidTargetError, MethodNotApplicableError, UnknownLayerError
+from camserve.engine.fusion import FUSED_LAYER
 from camserve.engine.hooks import capture_layer, count_hooks
 from camserve.engine.methods import METHODS
+from camserve.engine.models.registry import load_model
+from tests.engine.dense_models import find_spec
 from tests.engine.models_for_tests import SmallConvNet
+from tests.support import SHIPPED_MODELS
 from tests.tolerances import NETWORK, assert_float32_close
 
 GRADIENT_METHODS = [name for name, m in METHODS.items() if m.needs_gradients]
@@ -314,3 +318,40 @@ def test_rejects_wrong_types() -> None:
     engine = CamEngine(SmallConvNet(), "features")
     with pytest.raises(ValueError, match=r"\(B, C, H, W\)"):
         engine.compute(torch.randn(3, 16, 16))
+
+
+CAM_NEEDS = (
+    "CAM needs the target layer to feed global average pooling and one linear classifier "
+    "(optionally after a LayerNorm), and layer {!r} of this model does not"
+)
+
+
+def _cam_refusal(engine: CamEngine, layer: str) -> str:
+    probe = torch.rand(1, 3, *engine.preprocessing.input_size)
+    with pytest.raises(MethodNotApplicableError) as info:
+        engine.compute(probe, "cam", layer=layer)
+    return str(info.value)
+
+
+def test_cam_refused_on_the_default_model_names_where_it_works() -> None:
+    engine = CamEngine.from_loaded(load_model(find_spec(SHIPPED_MODELS, "efficientnet_lite0")))
+    assert _cam_refusal(engine, FUSED_LAYER) == (
+        "fused layer 'blocks.3': " + CAM_NEEDS.format("blocks.3") + "; CAM works at layer=bn2 "
+        "for this model (and at bn2.act); use gradcam or another method at 'fused'"
+    )
+
+
+def test_cam_refused_on_the_shapes_classifier_names_layer4() -> None:
+    engine = CamEngine.from_loaded(load_model(find_spec(SHIPPED_MODELS, "shapes")))
+    assert _cam_refusal(engine, "layer3") == (
+        CAM_NEEDS.format("layer3") + "; CAM works at layer=layer4 for this model; "
+        "use gradcam or another method at 'layer3'"
+    )
+
+
+def test_cam_refused_where_no_layer_works_says_so(device: torch.device) -> None:
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    engine = CamEngine(model.append(nn.Linear(4, 4)).append(nn.Linear(4, 3)), "0", device=device)
+    assert _cam_refusal(engine, "0") == (
+        CAM_NEEDS.format("0") + ", nor does any other of its layers; use gradcam or another method"
+    )

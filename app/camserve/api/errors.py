@@ -42,6 +42,7 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.CamserveError], int], ...] = (
     (service_errors.ReportsOffError, 404),
     (service_errors.PayloadTooLargeError, 413),
     (service_errors.UnsupportedMediaTypeError, 415),
+    (service_errors.ImageFieldMissingError, 400),
     (errors.ExplanationError, 422),
     (service_errors.OverDeadlineError, 422),
     (service_errors.QueueFullError, 429),

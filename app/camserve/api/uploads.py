@@ -9,12 +9,16 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 
 from fastapi import Request
-from starlette.datastructures import Headers, UploadFile
+from starlette.datastructures import FormData, Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect
 
 from camserve.engine.errors import NotAnImageError
-from camserve.serving.errors import PayloadTooLargeError, UnsupportedMediaTypeError
+from camserve.serving.errors import (
+    ImageFieldMissingError,
+    PayloadTooLargeError,
+    UnsupportedMediaTypeError,
+)
 from camserve.serving.service import ClientDisconnectedError
 
 __all__ = [
@@ -118,10 +122,25 @@ async def _multipart_image(request: Request, max_bytes: int) -> bytes:
     try:
         upload = form.get(FIELD)
         if not isinstance(upload, UploadFile):
-            raise NotAnImageError(f"the multipart body has no file field '{FIELD}'")
+            raise ImageFieldMissingError(_missing_field_message(form))
         data = await upload.read(max_bytes + 1)
         if len(data) > max_bytes:
             raise _too_large(max_bytes)
         return data
     finally:
         await form.close()
+
+
+def _missing_field_message(form: FormData) -> str:
+    """Why ``form`` holds no image: the fields it has instead, and how to send one."""
+    how = f"send the image as the file field '{FIELD}' (curl -F {FIELD}=@photo.jpg)"
+    if FIELD in form:
+        return f"the multipart field '{FIELD}' is text, not a file: {how}"
+    files = [name for name, value in form.multi_items() if isinstance(value, UploadFile)]
+    texts = [name for name, value in form.multi_items() if not isinstance(value, UploadFile)]
+    received = [
+        *(f"the file field {name!r}" for name in dict.fromkeys(files)),
+        *(f"the text field {name!r}" for name in dict.fromkeys(texts)),
+    ]
+    has = "; it has " + ", ".join(received) if received else "; it has no field"
+    return f"the multipart body has no file field '{FIELD}'{has}: {how}"

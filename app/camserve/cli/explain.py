@@ -21,6 +21,7 @@ from camserve.cli.common import (
     fail,
     load_chosen_model,
     progress_bar,
+    report_ignored,
 )
 from camserve.cli.folder_explainer import ExplainOptions, FileResult, explain_files, write_summary
 from camserve.cli.remote_explainer import explain_remotely
@@ -92,6 +93,7 @@ def explain(
 
     Exits with 1 when an input is missing or any file was skipped (the summary says which)."""
     files = find_images(inputs)
+    report_ignored(inputs)
     if not files:
         raise fail("no image files found in the given paths")
     methods = tuple(dict.fromkeys(n.strip() for n in (method or "").split(",") if n.strip()))

@@ -23,12 +23,13 @@ from camserve.cli.common import (
     console,
     fail,
     progress_bar,
+    report_ignored,
 )
 from camserve.config import DEFAULT_MODELS_DIR
 from camserve.engine.detection_maps import DEFAULT_MAX_DETECTIONS, DEFAULT_SCORE_THRESHOLD
 from camserve.engine.engine import CamEngine
 from camserve.engine.errors import CamserveError
-from camserve.engine.images.image_files import IMAGE_SUFFIXES, InputFile, find_images
+from camserve.engine.images.image_files import InputFile, find_images
 from camserve.engine.images.regions import parse_threshold
 from camserve.engine.models.dense import load_dense_model
 from camserve.engine.models.devices import resolve_device
@@ -93,7 +94,7 @@ def export_fiftyone(
     Load with: fiftyone.Dataset.from_json("OUTPUT/samples.json"); see docs/fiftyone.md.
     """
     files = find_images(inputs)
-    _report_ignored(inputs)
+    report_ignored(inputs)
     if not files:
         raise fail("no image files found in the given paths")
     try:
@@ -148,16 +149,6 @@ def _info(model: str, layer: str, options: CamFieldOptions) -> dict[str, Any]:
         "threshold": "otsu" if threshold.method == "otsu" else threshold.value,
         "regions": options.regions,
     }
-
-
-def _report_ignored(inputs: list[Path]) -> None:
-    """Name the files in the given folders that are left out for not being images."""
-    for folder in (path for path in inputs if path.is_dir()):
-        for file in sorted(folder.rglob("*")):
-            if file.is_file() and file.suffix.lower() not in IMAGE_SUFFIXES:
-                console.print(
-                    f"[yellow]ignored[/] {file}: not an image file", highlight=False, soft_wrap=True
-                )
 
 
 def _export_dense(

@@ -22,7 +22,7 @@ from typer.models import CommandInfo
 import camserve
 from camserve import SUMMARY
 from camserve.cli.help_names import ReadableGroup, use_readable_help
-from camserve.cli.missing_extras import command_needing_extra
+from camserve.cli.missing_extras import command_needing_extra, refusal
 
 __all__ = ["COMMAND_MODULES", "LazyCommandGroup", "cli"]
 
@@ -60,6 +60,15 @@ class LazyCommandGroup(ReadableGroup):
         if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
             self.add_command(_built(cmd_name), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: Context) -> Any:
+        """Run the command; one whose run needs a package of a missing extra is refused with
+        the extra's ``pip install`` line (``missing_extras.refusal``), as is one whose module
+        needs it at its top, instead of a traceback."""
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as missing:
+            raise refusal(ctx.invoked_subcommand or "", missing) from missing
 
     def resolve_command(
         self, ctx: Context, args: list[str]

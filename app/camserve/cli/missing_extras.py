@@ -1,16 +1,18 @@
-"""A command whose module needs a package that an optional extra installs: listed by
-``camserve --help`` with what to install, and refused with that hint when it runs.
+"""A command that needs a package an optional extra installs is refused with the ``pip install``
+line of that extra, one line on stderr and exit status 2, whether its module imports the package
+at its top (then ``camserve --help`` lists the command with the hint too) or only once it runs.
 
 ``pip install camserve`` brings what serving needs; the scene generators of ``camserve eval``,
 ``train-demo`` and ``train-dense`` paint with scikit-image's photos (the ``quality`` extra), and
-``explain-dataset --ray`` runs on Ray (the ``dataset`` extra)."""
+``explain-dataset`` and the ``dataset-*`` exports read and write Parquet with pyarrow, and run on
+Ray (the ``dataset`` extra)."""
 
 from __future__ import annotations
 
 import typer
 from typer.core import TyperCommand
 
-__all__ = ["EXTRA_OF_MODULE", "command_needing_extra"]
+__all__ = ["EXTRA_OF_MODULE", "command_needing_extra", "extra_hint", "refusal"]
 
 EXTRA_OF_MODULE = {
     "skimage": "quality",
@@ -22,19 +24,30 @@ EXTRA_OF_MODULE = {
 """The top-level module a command may miss, and camserve's extra that installs it."""
 
 
-def command_needing_extra(name: str, missing: ModuleNotFoundError) -> TyperCommand:
-    """A stand-in for command ``name``, whose module could not import ``missing.name``: its
-    help names the extra, and running it says so and exits with 2. A module missing for any
-    other reason is an error of the installation, raised as it is."""
+def extra_hint(missing: ModuleNotFoundError) -> str:
+    """What to install for ``missing``: ``needs MODULE: pip install 'camserve[EXTRA]'``. A
+    module that no extra installs is an error of the installation, raised as it is."""
     module = (missing.name or "").split(".")[0]
     extra = EXTRA_OF_MODULE.get(module)
     if extra is None:
         raise missing
-    hint = f"needs {module}: pip install 'camserve[{extra}]'"
+    return f"needs {module}: pip install 'camserve[{extra}]'"
+
+
+def refusal(name: str, missing: ModuleNotFoundError) -> typer.Exit:
+    """Say that command ``name`` needs what ``missing`` names, and how to install it; the exit
+    (status 2) to raise."""
+    typer.echo(f"camserve {name} {extra_hint(missing)}", err=True)
+    return typer.Exit(2)
+
+
+def command_needing_extra(name: str, missing: ModuleNotFoundError) -> TyperCommand:
+    """A stand-in for command ``name``, whose module could not import ``missing.name``: its
+    help names the extra, and running it is refused as ``refusal`` says."""
+    hint = extra_hint(missing)
 
     def refuse(**_: object) -> None:
-        typer.echo(f"camserve {name} {hint}", err=True)
-        raise typer.Exit(2)
+        raise refusal(name, missing)
 
     return TyperCommand(
         name,

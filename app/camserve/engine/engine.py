@@ -20,14 +20,15 @@ import torch
 from torch import Tensor, nn
 
 from camserve.engine import fusion
+from camserve.engine import methods as family
 from camserve.engine.errors import MethodNotApplicableError, UnknownLayerError
-from camserve.engine.flat_gradients import GradientReach, empty_gradient_flags
+from camserve.engine.flat_gradients import GradientReach, empty_gradient_flags, probe_inputs
 from camserve.engine.gradients import hooked_pass, model_input
 from camserve.engine.images.colormaps import DEFAULT_COLORMAP
 from camserve.engine.images.imaging import ImageInput, as_image_tensor
 from camserve.engine.images.preprocess import Preprocessing
 from camserve.engine.images.render import DEFAULT_ALPHA, RenderOptions, render_together
-from camserve.engine.methods import CamMethod, MethodContext, get_method, never_stop
+from camserve.engine.methods import CamReach, MethodContext, get_method, never_stop
 from camserve.engine.models.classifier import cam_classifier
 from camserve.engine.models.dense import LoadedDenseModel
 from camserve.engine.models.devices import resolve_device
@@ -43,6 +44,7 @@ from camserve.engine.results import (
     CapturedPass,
     Explanation,
     PriorPass,
+    images_per_pair,
     repeat_for_targets,
 )
 from camserve.engine.score_cam import MaskedPasses, MaskedProgress, MaskedRun, layer_share
@@ -96,6 +98,7 @@ class CamEngine:
         for name in (layer, *self.fusion_layers):
             self.layer_module(name)
         self._gradient_reach = GradientReach(self._forward, self.token_layout, self.device)
+        self._cam_reach = CamReach(self._cam_probe)
 
     @classmethod
     def from_loaded(
@@ -152,6 +155,18 @@ class CamEngine:
         probe = torch.zeros((1, 3, *self.preprocessing.input_size), device=self.device)
         return find_candidate_layers(self.model, probe, self.token_layout)
 
+    def cam_layers(self, layers: Sequence[str] = ()) -> list[str]:
+        """Where CAM answers: of the layer, candidates, fusion layers and ``layers``."""
+        own = [self.layer, *self.candidate_layers, *self.fusion_layers]
+        return self._cam_reach.answering([*own, *layers])
+
+    def _cam_probe(self, layers: Sequence[str]) -> dict[str, MethodContext]:
+        probe = probe_inputs((3, *self.preprocessing.input_size), self.device)
+        choose = chooser(None, 1, self.labels, partial(area_ranking, self.model))
+        with keeping_last_scores(self.model):  # the probe's pass is not a request's
+            captured = self._capture(probe, [], layers, choose, prior=None)
+        return {name: self._context(captured, name, never_stop, None) for name in layers}
+
     def layer_module(self, name: str | None = None) -> nn.Module:
         """The target module called ``name`` (default: the engine's layer)."""
         name = name or self.layer
@@ -194,7 +209,8 @@ class CamEngine:
         batch, views, prior = fusion.viewed(batch, self.fusion_augment, requested, prior)
         choose = chooser(targets, top_k, self.labels, partial(area_ranking, self.model), len(views))
         captured = self._capture(batch, specs, layer_names, choose, prior=prior)
-        flat = self.gradient_refusals(layer_names, batch.shape[1:]) if _grads_needed(specs) else {}
+        grads = family.any_needs_gradients(specs)
+        flat = self.gradient_refusals(layer_names, batch.shape[1:]) if grads else {}
         checkpoint()
         results = CamResults(captured.logits, captured.targets, {}, captured=captured)
         known = {} if prior is None else prior.maps
@@ -293,20 +309,9 @@ class CamEngine:
             progress=progress,
         )
         per_image = list(options) if options is not None else [RenderOptions()] * len(images)
-        canonical = None if wanted is None else [{get_method(m).name for m in w} for w in wanted]
-        everyone = range(len(images))
-        rendered = render_together(
-            {key: cams.layer_maps for key, cams in results.maps.items()},
-            images,
-            per_image,
-            {
-                (layer, method): [
-                    i for i in everyone if canonical is None or method in canonical[i]
-                ]
-                for layer, method in results.maps
-            },
-            self.preprocessing.placement,
-        )
+        maps = {key: cams.layer_maps for key, cams in results.maps.items()}
+        renders = images_per_pair(results, wanted, len(images))
+        rendered = render_together(maps, images, per_image, renders, self.preprocessing.placement)
         return BatchExplanation(results, rendered)
 
     def explain(
@@ -320,8 +325,7 @@ class CamEngine:
         alpha: float = DEFAULT_ALPHA,
         colormap: str = DEFAULT_COLORMAP,
     ) -> Explanation:
-        """``explain_all`` for one method and layer (a class-agnostic map is repeated for each
-        target, as in ``compute``)."""
+        """``explain_all`` for one method and layer (class-agnostic maps repeated as in compute)."""
         originals = [as_image_tensor(image).to(self.device) for image in images]
         layer_name = layer or self.layer
         options = [RenderOptions(alpha, colormap)] * len(originals)
@@ -340,14 +344,13 @@ class CamEngine:
     def _capture(
         self,
         batch: Tensor,
-        specs: Sequence[CamMethod],
+        specs: Sequence[family.CamMethod],
         layer_names: Sequence[str],
         choose: Callable[[Tensor], Tensor],
         *,
         prior: PriorPass | None,
     ) -> CapturedPass:
-        """The one forward pass (and, when a method needs gradients, the one backward pass);
-        none when ``prior`` passed on the same inputs already."""
+        """The one forward pass (and backward pass, for gradients); none after a ``prior``."""
         if prior is not None:
             return prior.captured(batch)
         return hooked_pass(
@@ -356,7 +359,7 @@ class CamEngine:
             batch,
             modules={name: self.layer_module(name) for name in layer_names},
             layout=self.token_layout,
-            needs_gradients=_grads_needed(specs),
+            needs_gradients=family.any_needs_gradients(specs),
             choose=choose,
         )
 
@@ -365,7 +368,7 @@ class CamEngine:
         captured: CapturedPass,
         layer_name: str,
         checkpoint: Callable[[], None],
-        masked: MaskedRun,
+        masked: MaskedRun | None,
     ) -> MethodContext:
         return MethodContext(
             layer=layer_name,
@@ -378,6 +381,7 @@ class CamEngine:
             logit_tolerance=1e-3 if self.autocast is None else 5e-2,
             checkpoint=checkpoint,
             masked=masked,
+            cam_layers=self.cam_layers,
         )
 
     def _forward(self, batch: Tensor) -> Tensor:
@@ -394,7 +398,3 @@ class CamEngine:
     def class_index(self, target: int | str) -> int:
         """The class index for an index or a label (exact, then case-insensitive)."""
         return class_index(self.labels, target)
-
-
-def _grads_needed(specs: Sequence[CamMethod]) -> bool:
-    return any(spec.needs_gradients for spec in specs)

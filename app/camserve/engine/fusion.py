@@ -44,7 +44,7 @@ from torch import Tensor
 
 from camserve.engine.errors import ManifestError, MethodNotApplicableError, UnknownLayerError
 from camserve.engine.images.render import normalize_maps
-from camserve.engine.methods import DEFAULT_METHOD, get_method
+from camserve.engine.methods import DEFAULT_METHOD, CamLayerError, get_method
 from camserve.engine.models.report_default import most_faithful_passing, read_report_rows
 from camserve.engine.results import CamMaps, CamResults, CapturedPass, PriorPass
 
@@ -144,6 +144,8 @@ def _add_fused(
     refused = [layer for layer in fusion_layers if (layer, method) in results.refusals]
     if refused:
         reason = results.refusals[(refused[0], method)]
+        if isinstance(reason, CamLayerError):  # another method at 'fused', not at the part
+            reason = reason.asked_at(FUSED_LAYER)
         kept.refusals[key] = MethodNotApplicableError(f"fused layer {refused[0]!r}: {reason}")
         return
     parts = [results.maps[(layer, method)] for layer in fusion_layers]

@@ -9,14 +9,15 @@ a forward function, and the model's classifier. A method returns raw maps (B, K,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from camserve.engine.errors import MethodNotApplicableError, UnknownMethodError
+from camserve.engine.errors import CamserveError, MethodNotApplicableError, UnknownMethodError
 from camserve.engine.models.classifier import CamHead
 from camserve.engine.score_cam import MaskedRun
 
@@ -25,8 +26,11 @@ __all__ = [
     "GRADCAM_PP_EPS",
     "METHODS",
     "XGRADCAM_EPS",
+    "CamLayerError",
     "CamMethod",
+    "CamReach",
     "MethodContext",
+    "any_needs_gradients",
     "get_method",
     "never_stop",
     "weighted_sum",
@@ -76,6 +80,9 @@ class MethodContext:
     """Called between chunks of extra work; raises to abandon the computation."""
     masked: MaskedRun | None = None
     """How Score-CAM re-scores masked inputs; ``None`` where the model has no class logits."""
+    cam_layers: Callable[[], Sequence[str]] | None = None
+    """The model's layers at which CAM answers, named when CAM is refused here (``None``: not
+    known, as in the probe that finds them)."""
 
     def require_gradients(self) -> Tensor:
         if self.gradients is None:  # pragma: no cover - the engine supplies them when needed
@@ -101,6 +108,10 @@ class CamMethod:
     model may orient the same map the other way."""
 
 
+def any_needs_gradients(methods: Sequence[CamMethod]) -> bool:
+    return any(method.needs_gradients for method in methods)
+
+
 def weighted_sum(activations: Tensor, weights: Tensor) -> Tensor:
     """Maps (B, K, h, w) from activations (B, 1, C, h, w) and channel weights (B, K, C)."""
     maps: Tensor = torch.einsum("bkc,bchw->bkhw", weights, activations.squeeze(1))
@@ -121,17 +132,92 @@ def cam(context: MethodContext) -> Tensor:
 
 
 def _classifier_rows(context: MethodContext) -> Tensor:
+    rows = _head_rows(context)
+    if rows is None:
+        answering = None if context.cam_layers is None else context.cam_layers()
+        raise CamLayerError(context.layer, answering)
+    return rows
+
+
+def _head_rows(context: MethodContext) -> Tensor | None:
+    """CAM's channel weights, or ``None`` where the head does not reproduce the logits from
+    the layer's pooled map (raises where the head classifies a class token)."""
     head = context.classifier()
     pooled = context.activations.squeeze(1).mean(dim=_SPATIAL)
     if head is not None and head.linear.in_features == pooled.shape[1]:
         for norm in (None, *head.norms):
             if _reproduces_logits(_head_logits(head.linear, norm, pooled), context):
                 return _channel_weights(head.linear, norm, pooled, context.targets)
-    raise MethodNotApplicableError(
-        "CAM needs the target layer to feed global average pooling and one linear "
-        f"classifier (optionally after a LayerNorm), and layer {context.layer!r} of this model "
-        "does not; use gradcam instead"
-    )
+    return None
+
+
+class CamLayerError(MethodNotApplicableError):
+    """CAM refused at ``layer``; the message names the model's ``answering`` layers (where CAM
+    works) when they are known, and suggests another method at ``asked``, the layer the request
+    named (``fused`` where ``layer`` is one of the fused ones)."""
+
+    def __init__(
+        self, layer: str, answering: Sequence[str] | None, asked: str | None = None
+    ) -> None:
+        self.layer, self.asked = layer, asked or layer
+        self.answering = None if answering is None else tuple(answering)
+        super().__init__(self._message())
+
+    def __reduce__(self) -> tuple[type[CamLayerError], tuple[str, tuple[str, ...] | None, str]]:
+        return CamLayerError, (self.layer, self.answering, self.asked)
+
+    def asked_at(self, asked: str) -> CamLayerError:
+        return CamLayerError(self.layer, self.answering, asked)
+
+    def _message(self) -> str:
+        needs = (
+            "CAM needs the target layer to feed global average pooling and one linear classifier "
+            f"(optionally after a LayerNorm), and layer {self.layer!r} of this model does not"
+        )
+        if self.answering is None:
+            return f"{needs}; use gradcam instead"
+        if not self.answering:
+            return f"{needs}, nor does any other of its layers; use gradcam or another method"
+        first, *others = self.answering
+        also = f" (and at {', '.join(others)})" if others else ""
+        return (
+            f"{needs}; CAM works at layer={first} for this model{also}; "
+            f"use gradcam or another method at {self.asked!r}"
+        )
+
+
+class CamReach:
+    """Where CAM answers on one model, decided once per layer: CAM's check (the pooled map run
+    through the head reproduces the logits) does not depend on the image, so one probe pass
+    (``contexts``: every asked layer captured at once) settles each layer for good."""
+
+    def __init__(self, contexts: Callable[[Sequence[str]], Mapping[str, MethodContext]]) -> None:
+        self._contexts = contexts
+        self._answers: dict[str, bool] = {}
+        self._lock = threading.Lock()
+
+    def answering(self, layers: Sequence[str]) -> list[str]:
+        """Those of ``layers`` at which CAM answers, in the order given."""
+        wanted = list(dict.fromkeys(layers))
+        with self._lock:
+            unknown = [layer for layer in wanted if layer not in self._answers]
+            if unknown:
+                self._answers.update(self._probe(unknown))
+        return [layer for layer in wanted if self._answers[layer]]
+
+    def _probe(self, layers: Sequence[str]) -> dict[str, bool]:
+        try:
+            contexts = self._contexts(layers)
+        except CamserveError:  # the probe pass itself fails: CAM answers nowhere
+            return dict.fromkeys(layers, False)
+        return {layer: _answers(contexts[layer]) for layer in layers}
+
+
+def _answers(context: MethodContext) -> bool:
+    try:
+        return _head_rows(context) is not None
+    except MethodNotApplicableError:  # a class-token head
+        return False
 
 
 def _head_logits(linear: nn.Linear, norm: nn.LayerNorm | None, pooled: Tensor) -> Tensor:

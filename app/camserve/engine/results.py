@@ -3,7 +3,7 @@ and their renderings; and what its one hooked pass captured on the way."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -12,7 +12,7 @@ from torch import Tensor
 
 from camserve.engine.errors import ExplanationError
 from camserve.engine.images.render import RenderedImage, normalize_maps
-from camserve.engine.methods import CamMethod
+from camserve.engine.methods import CamMethod, get_method
 
 __all__ = [
     "BatchExplanation",
@@ -21,6 +21,7 @@ __all__ = [
     "CapturedPass",
     "Explanation",
     "PriorPass",
+    "images_per_pair",
     "repeat_for_targets",
 ]
 
@@ -179,3 +180,14 @@ def repeat_for_targets(image: RenderedImage, ranks: int) -> RenderedImage:
         heatmaps=image.heatmaps.expand(ranks, -1, -1),
         overlays=None if image.overlays is None else image.overlays.expand(ranks, -1, -1, -1),
     )
+
+
+def images_per_pair(
+    results: CamResults, wanted: Sequence[Collection[str]] | None, images: int
+) -> dict[tuple[str, str], list[int]]:
+    """Per (layer, method) of ``results``: the images that asked for the method."""
+    canonical = None if wanted is None else [{get_method(m).name for m in w} for w in wanted]
+    return {
+        (layer, method): [i for i in range(images) if canonical is None or method in canonical[i]]
+        for layer, method in results.maps
+    }

@@ -13,6 +13,7 @@ see them; the engine itself never raises one. The HTTP layer maps each to its st
     ├── UnknownJobError            404  no such job of this caller (or it was dropped)
     ├── ReportsOffError            404  explanation reports are off (CAMSERVE_AUDIT=false)
     ├── UnsupportedMediaTypeError  415  the request's content type is not an image
+    ├── ImageFieldMissingError     400  a multipart body without the file field ``image``
     ├── OverDeadlineError          422  the request's estimated work exceeds its deadline
     ├── QueueFullError             429  the bounded queue is full (retry later)
     │   └── TooManyJobsError       429  as many asynchronous jobs as allowed are kept
@@ -29,6 +30,7 @@ from camserve.engine.errors import ServiceError
 __all__ = [
     "BasicAuthError",
     "DeadlineExceededError",
+    "ImageFieldMissingError",
     "ModelControlError",
     "ModelLoadError",
     "ModelUnavailableError",
@@ -73,6 +75,13 @@ class PayloadTooLargeError(ServiceError, ValueError):
 
 class UnsupportedMediaTypeError(ServiceError, ValueError):
     code = "unsupported_media_type"
+
+
+class ImageFieldMissingError(ServiceError, ValueError):
+    """A multipart body whose image is not in the file field ``image``: the message names the
+    fields it does have."""
+
+    code = "no_image_field"
 
 
 class OverDeadlineError(ServiceError, ValueError):
