@@ -6,29 +6,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
 from camserve.engine.engine import CamEngine
-from camserve.engine.errors import CamserveError
+from camserve.engine.fusion import FUSED_LAYER
 
-__all__ = ["PROBE_SEED", "cam_layers"]
-
-PROBE_SEED = 20_260_311
-"""Seed of the probe's random input: the same list on every start."""
+__all__ = ["cam_layers"]
 
 
 def cam_layers(engine: CamEngine, layers: Sequence[str]) -> list[str]:
     """Those of ``layers`` at which the engine's own CAM answers, in the order given.
 
-    One pass of CAM alone (no gradients) on one seeded random input, every layer captured at
-    once: CAM's check (the pooled map run through the head reproduces the model's logits) does
-    not depend on the image, so a layer listed here answers every request, and a layer left out
-    gets the 422 that names the reason. A model whose pass fails here gets an empty list."""
+    The engine decides each layer once (``CamEngine.cam_layers``: one probe pass, every layer
+    captured at once) and keeps the answer, so the message of a later refusal, which names the
+    layers where CAM works, costs no pass. ``fused`` answers where every fused layer does, as
+    a fused request is refused when one of its parts is."""
     wanted = list(dict.fromkeys(layers))
-    generator = torch.Generator().manual_seed(PROBE_SEED)
-    probe = torch.randn((1, 3, *engine.preprocessing.input_size), generator=generator)
-    try:
-        results = engine.compute_all(probe.to(engine.device), ["cam"], layers=wanted)
-    except CamserveError:
-        return []
-    return [layer for layer in wanted if (layer, "cam") in results.maps]
+    parts = [layer for layer in wanted if layer != FUSED_LAYER]
+    fused = list(engine.fusion_layers) if FUSED_LAYER in wanted else []
+    answering = set(engine.cam_layers([*parts, *fused]))
+    return [
+        layer
+        for layer in wanted
+        if (
+            all(part in answering for part in fused) if layer == FUSED_LAYER else layer in answering
+        )
+    ]
