@@ -134,6 +134,42 @@ def test_versions_list_the_setup_model_version(client: TestClient) -> None:
     assert response.json() == {"versions": [version]}
 
 
+@pytest.fixture(scope="module")
+def layercam_models(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tiny`` again, its manifest naming LayerCAM as its default method."""
+    folder = tmp_path_factory.mktemp("layercam-default")
+    manifest = (models_dir / "tiny.toml").read_text()
+    (folder / "tiny.toml").write_text(manifest + 'method = "layercam"\n')
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("setting", "method"), [({}, "layercam"), ({"labelstudio_method": "gradcam++"}, "gradcam++")]
+)
+def test_predictions_use_the_models_default_method_unless_one_is_set(
+    layercam_models: Path, image_root: Path, setting: dict[str, str], method: str
+) -> None:
+    """Issue #52: the backend used Grad-CAM whatever the model's default, so annotators got
+    other regions than the page showed them. Unset, the model's default method and layer."""
+    settings = make_settings(
+        layercam_models, local_files_document_root=image_root, labelstudio_threshold=THRESHOLD
+    )
+    with serving(settings.model_copy(update=setting)) as client:
+        version = client.post("/labelstudio/setup", json={}).json()["model_version"]
+        response = predict(client, [task(LOCAL)], config())
+        page = {"include": "boxes", "threshold": THRESHOLD, "regions": "largest"}
+        answer = post_image(
+            client, "/v1/explain", IMAGE, params=page | ({"method": method} if setting else {})
+        ).json()
+    assert version.split(":")[1:] == ["tiny", method, "layer4"]
+    assert response.status_code == 200, response.text
+    (box,) = [r for r in response.json()["results"][0]["result"] if r["type"] == "rectanglelabels"]
+    x0, y0 = box["value"]["x"] * WIDTH / 100, box["value"]["y"] * HEIGHT / 100
+    (expected, *_) = answer["explanations"][0]["boxes"]
+    assert answer["explanations"][0]["method"] == method
+    assert_within([x0, y0], [expected["x0"], expected["y0"]], atol=1e-9)
+
+
 def test_predict_fills_every_control_from_the_cam(client: TestClient) -> None:
     response = predict(client, [task(LOCAL)], config())
     assert response.status_code == 200, response.text
