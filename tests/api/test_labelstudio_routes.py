@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,15 +15,17 @@ from fastapi.testclient import TestClient
 from label_studio_sdk.converter.brush import decode_rle
 from label_studio_sdk.label_interface.interface import LabelInterface
 
+from camserve import __version__
 from tests.api.helpers import decode, make_settings, post_image, serving, worker_hook_count
 from tests.harness.live_server import MetricsSnapshot
 from tests.labeling.image_hosts import Host, elsewhere_routes, host_and_port, running
-from tests.support import TINY_LABELS, image_bytes
+from tests.support import SHIPPED_MODELS, TINY_LABELS, image_bytes
 from tests.tolerances import assert_within
 
 WIDTH, HEIGHT = 96, 72
 IMAGE = image_bytes(WIDTH, HEIGHT, seed=7)
 THRESHOLD = "0.4"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def label_tags(tag: str, labels: list[str], extra: str = "") -> str:
@@ -125,6 +128,18 @@ def test_setup_answers_the_model_version(client: TestClient) -> None:
     assert response.status_code == 200
     version = response.json()["model_version"]
     assert version.split(":")[1:] == ["tiny", "gradcam", "layer4"]
+
+
+def test_the_manual_states_the_model_version_make_serve_answers() -> None:
+    """docs/labelstudio.md gives the model version of ``make serve``'s default model (issue #52:
+    it still named the demo model's Grad-CAM of an earlier version)."""
+    manual = (ROOT / "docs" / "labelstudio.md").read_text()
+    stated = set(re.findall(r"camserve-\d[^\s`\"]*", manual))
+    settings = make_settings(SHIPPED_MODELS, models=["efficientnet_lite0"])
+    with serving(settings) as client:
+        answered = client.post("/labelstudio/setup", json={}).json()["model_version"]
+    assert stated == {answered}
+    assert answered == f"camserve-{__version__}:efficientnet_lite0:layercam:fused"
 
 
 def test_versions_list_the_setup_model_version(client: TestClient) -> None:
