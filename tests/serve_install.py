@@ -11,10 +11,10 @@ starts, as in a plain serve install.
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 import re
 import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
