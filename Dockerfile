@@ -4,7 +4,7 @@
 #   docker build -t camserve:cpu .                                  CPU-only torch wheels
 #   docker build -t camserve:cuda --build-arg VARIANT=cuda .        torch with its CUDA libraries
 #   docker build --build-arg FETCH_WEIGHTS=all -t camserve:cpu .    bake pretrained weights in
-#   docker build --build-arg VARIANT=cuda --build-arg EXTRAS=labelstudio,ray,dataset -t camserve:ray-cuda .
+#   docker build --build-arg VARIANT=cuda --build-arg EXTRAS=ray,dataset -t camserve:ray-cuda .
 #                                                 with Ray Serve, for deploy/kubernetes/rayservice.yaml,
 #                                                 and Ray Data for camserve explain-dataset
 #
@@ -30,7 +30,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # keep this layer cached (empty packages and README.md stand in for the sources) ----------------
 FROM base AS dependencies
 ARG VARIANT=cpu
-ARG EXTRAS=labelstudio
+ARG EXTRAS=""
 ARG TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
 WORKDIR /build
 COPY pyproject.toml constraints.txt ./
@@ -45,7 +45,7 @@ RUN python -m venv "$VIRTUAL_ENV" \
        elif [ "$VARIANT" != "cuda" ]; then \
          echo "VARIANT must be cpu or cuda, not '$VARIANT'" >&2; exit 1; \
        fi \
-    && pip install -c constraints.txt ./client ".[${EXTRAS}]" \
+    && pip install -c constraints.txt ./client ".${EXTRAS:+[$EXTRAS]}" \
     && pip uninstall --yes camserve camserve-client
 
 # --- the application: the two wheels built from the sources and installed, on top of the

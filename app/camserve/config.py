@@ -201,7 +201,7 @@ class Settings(BaseSettings):
     labelstudio_model: str | None = Field(
         None, description="Model for Label Studio predictions; default: the default model."
     )
-    labelstudio_method: str = Field("gradcam", description="CAM method for pre-annotations.")
+    labelstudio_method: str | None = Field(None, description="CAM method; default: the model's.")
     labelstudio_layer: str | None = Field(None, description="Layer; default: the model's.")
     labelstudio_threshold: str = Field(
         "0.5", description="Region threshold: a fraction of the map's maximum, or 'otsu'."

@@ -12,7 +12,9 @@ The checks, in order, each printed as it passes (a failure stops the run with it
 4. ``camserve serve`` runs in an empty folder that holds nothing but an unrelated
    ``app/__init__.py`` (which stops any process that imports it): it says it serves the
    shipped models, and the client, from the torch-free environment and the same folder,
-   lists them and gets a classifier's explanation and a CAM from the demo model.
+   lists them and gets a classifier's explanation and a CAM from the demo model; the Label
+   Studio backend's ``/labelstudio/predict`` labels the cat photo (issue #52: without
+   label-studio-sdk, which the wheel did not install, it answered 500).
 5. The installed sizes of both environments are printed.
 
 Everything is built in a temporary folder, removed at the end unless ``--keep``.
@@ -21,6 +23,7 @@ Everything is built in a temporary folder, removed at the end unless ``--keep``.
 from __future__ import annotations
 
 import argparse
+import base64
 import itertools
 import json
 import os
@@ -215,6 +218,29 @@ def check_served(server: ServerProcess, client_python: Path, folder: Path) -> di
     return dict(answer)
 
 
+def check_label_studio_backend(server: ServerProcess) -> None:
+    """A Label Studio project's Choices control gets the cat photo's class."""
+    photo = (SAMPLES_DIR / "photos" / "chelsea.jpg").read_bytes()
+    task = {
+        "id": 1,
+        "data": {"image": "data:image/jpeg;base64," + base64.b64encode(photo).decode()},
+    }
+    config = (
+        '<View><Image name="image" value="$image"/><Choices name="kind" toName="image">'
+        '<Choice value="cat" predicted_values="Egyptian cat,tabby,tiger cat"/></Choices></View>'
+    )
+    response = httpx.post(
+        server.url("/labelstudio/predict"),
+        json={"tasks": [task], "label_config": config},
+        timeout=120,
+    )
+    results = response.json().get("results") if response.status_code == 200 else None
+    choices = [r["value"]["choices"] for r in results[0]["result"]] if results else None
+    if choices != [["cat"]]:
+        raise SystemExit(f"/labelstudio/predict answered {response.status_code}: {response.text}")
+    log(f"/labelstudio/predict labels the cat photo: {response.json()['model_version']}")
+
+
 def startup_report(log_text: str) -> list[str]:
     """The start-up report's lines: "camserve is ready ..." and the indented lines after it."""
     lines = log_text[log_text.index("camserve is ready") :].splitlines()
@@ -237,6 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = serve_from(server_python, empty)
         with running(server, start_timeout_s=START_TIMEOUT_S):
             check_served(server, client_python, empty)
+            check_label_studio_backend(server)
         said = server.log(tail=None)
         if "models from: the models shipped with camserve" not in said:
             raise SystemExit(f"the start-up report does not say where the models are:\n{said}")

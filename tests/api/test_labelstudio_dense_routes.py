@@ -175,8 +175,8 @@ def test_a_segmenter_fills_brush_polygon_and_rectangle_from_its_masks(
 
 
 def test_a_one_stage_detector_answers_with_its_own_method(dense_dir: Path) -> None:
-    """SSDlite takes Eigen-CAM only; the backend's default method (gradcam) would be refused,
-    but only the boxes are asked for, so the detector's own method stands in. (A torchvision
+    """SSDlite takes Eigen-CAM only; a configured Grad-CAM would be refused, but only the boxes
+    are asked for, so the detector's own method stands in. (A torchvision
     SSDlite with random weights, for its one-stage family: its scores are not decisive, and both
     requests run the same pass of the same image in the same worker.)"""
     (dense_dir / "ssd.toml").write_text(
@@ -184,7 +184,11 @@ def test_a_one_stage_detector_answers_with_its_own_method(dense_dir: Path) -> No
         'weights = "random"\n'
     )
     settings = make_settings(
-        dense_dir, models=["ssd"], labelstudio_model="ssd", labelstudio_score_threshold=0.0
+        dense_dir,
+        models=["ssd"],
+        labelstudio_model="ssd",
+        labelstudio_method="gradcam",
+        labelstudio_score_threshold=0.0,
     )
     with serving(settings) as client:
         version = client.post("/labelstudio/setup", json={"project": "3.1"}).json()

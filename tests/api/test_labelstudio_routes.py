@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,15 +15,17 @@ from fastapi.testclient import TestClient
 from label_studio_sdk.converter.brush import decode_rle
 from label_studio_sdk.label_interface.interface import LabelInterface
 
+from camserve import __version__
 from tests.api.helpers import decode, make_settings, post_image, serving, worker_hook_count
 from tests.harness.live_server import MetricsSnapshot
 from tests.labeling.image_hosts import Host, elsewhere_routes, host_and_port, running
-from tests.support import TINY_LABELS, image_bytes
+from tests.support import SHIPPED_MODELS, TINY_LABELS, image_bytes
 from tests.tolerances import assert_within
 
 WIDTH, HEIGHT = 96, 72
 IMAGE = image_bytes(WIDTH, HEIGHT, seed=7)
 THRESHOLD = "0.4"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def label_tags(tag: str, labels: list[str], extra: str = "") -> str:
@@ -127,11 +130,59 @@ def test_setup_answers_the_model_version(client: TestClient) -> None:
     assert version.split(":")[1:] == ["tiny", "gradcam", "layer4"]
 
 
+def test_the_manual_states_the_model_version_make_serve_answers() -> None:
+    """docs/labelstudio.md gives the model version of ``make serve``'s default model (issue #52:
+    it still named the demo model's Grad-CAM of an earlier version)."""
+    manual = (ROOT / "docs" / "labelstudio.md").read_text()
+    stated = set(re.findall(r"camserve-\d[^\s`\"]*", manual))
+    settings = make_settings(SHIPPED_MODELS, models=["efficientnet_lite0"])
+    with serving(settings) as client:
+        answered = client.post("/labelstudio/setup", json={}).json()["model_version"]
+    assert stated == {answered}
+    assert answered == f"camserve-{__version__}:efficientnet_lite0:layercam:fused"
+
+
 def test_versions_list_the_setup_model_version(client: TestClient) -> None:
     version = client.post("/labelstudio/setup", json={"project": "3.1"}).json()["model_version"]
     response = client.get("/labelstudio/versions", params={"project": "3.1"})
     assert response.status_code == 200
     assert response.json() == {"versions": [version]}
+
+
+@pytest.fixture(scope="module")
+def layercam_models(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tiny`` again, its manifest naming LayerCAM as its default method."""
+    folder = tmp_path_factory.mktemp("layercam-default")
+    manifest = (models_dir / "tiny.toml").read_text()
+    (folder / "tiny.toml").write_text(manifest + 'method = "layercam"\n')
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("setting", "method"), [({}, "layercam"), ({"labelstudio_method": "gradcam++"}, "gradcam++")]
+)
+def test_predictions_use_the_models_default_method_unless_one_is_set(
+    layercam_models: Path, image_root: Path, setting: dict[str, str], method: str
+) -> None:
+    """Issue #52: the backend used Grad-CAM whatever the model's default, so annotators got
+    other regions than the page showed them. Unset, the model's default method and layer."""
+    settings = make_settings(
+        layercam_models, local_files_document_root=image_root, labelstudio_threshold=THRESHOLD
+    )
+    with serving(settings.model_copy(update=setting)) as client:
+        version = client.post("/labelstudio/setup", json={}).json()["model_version"]
+        response = predict(client, [task(LOCAL)], config())
+        page = {"include": "boxes", "threshold": THRESHOLD, "regions": "largest"}
+        answer = post_image(
+            client, "/v1/explain", IMAGE, params=page | ({"method": method} if setting else {})
+        ).json()
+    assert version.split(":")[1:] == ["tiny", method, "layer4"]
+    assert response.status_code == 200, response.text
+    (box,) = [r for r in response.json()["results"][0]["result"] if r["type"] == "rectanglelabels"]
+    x0, y0 = box["value"]["x"] * WIDTH / 100, box["value"]["y"] * HEIGHT / 100
+    (expected, *_) = answer["explanations"][0]["boxes"]
+    assert answer["explanations"][0]["method"] == method
+    assert_within([x0, y0], [expected["x0"], expected["y0"]], atol=1e-9)
 
 
 def test_predict_fills_every_control_from_the_cam(client: TestClient) -> None:

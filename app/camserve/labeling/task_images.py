@@ -220,11 +220,14 @@ class TaskImageFetcher:
     def _on_label_studio(self, text: str, relative: str) -> str:
         if self._label_studio is None:
             raise ImageReferenceRefusedError(
-                f"{_shown(text)} lives on Label Studio, but no Label Studio URL is configured"
+                f"{_shown(text)} lives on Label Studio, but no Label Studio URL is configured: "
+                "set LABEL_STUDIO_URL (Label Studio's address as camserve reaches it) and "
+                "LABEL_STUDIO_API_KEY"
             )
         if self._credentials is None:
             raise ImageReferenceRefusedError(
-                f"{_shown(text)} lives on Label Studio, but no Label Studio API key is configured"
+                f"{_shown(text)} lives on Label Studio, but no Label Studio API key is "
+                "configured: set LABEL_STUDIO_API_KEY (a personal access token)"
             )
         return str(self._label_studio) + relative
 
@@ -233,7 +236,9 @@ class TaskImageFetcher:
     def _read_local_file(self, query: str) -> bytes:
         if self._local_root is None:
             raise ImageReferenceRefusedError(
-                "local files (/data/local-files/) are refused: no local files root is configured"
+                "local files (/data/local-files/) are refused: no local files root is configured; "
+                "set LOCAL_FILES_DOCUMENT_ROOT to the folder Label Studio's "
+                "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT points at"
             )
         values = parse_qs(query, keep_blank_values=True).get("d")
         relative = values[-1] if values else ""
