@@ -43,7 +43,7 @@ from tests.dense_matching import (
     assert_same_detections,
     detection_lists,
 )
-from tests.harness.long_jobs import start_long_job
+from tests.harness.long_jobs import beside_a_long_job
 from tests.harness.ray_cluster import (
     LocalRay,
     local_ray,
@@ -511,22 +511,19 @@ def test_a_replica_answers_a_short_request_while_its_score_cam_runs_in_slices(
     wait_answering(cluster, "/readyz")
     headers = {"content-type": "image/png", **AUTH}
     with httpx.Client(timeout=120, headers=AUTH) as client:
-        long = start_long_job(
+        short, progress, ended = beside_a_long_job(
             client,
             cluster.url("/v1/explain"),
             IMAGES[1],
             {"method": "scorecam", "layer": "layer4"},
             headers,
+            lambda: client.post(
+                cluster.url("/v1/explain"),
+                content=IMAGES[1],
+                params={"method": "gradcam"},
+                headers=headers,
+            ),
         )
-        long.wait_running()
-        short = client.post(
-            cluster.url("/v1/explain"),
-            content=IMAGES[1],
-            params={"method": "gradcam"},
-            headers=headers,
-        )
-        progress = long.assert_still_running("the Grad-CAM was answered")
-        ended = long.answer()
     assert short.status_code == 200, short.text
     assert {entry["method"] for entry in short.json()["explanations"]} == {"gradcam"}
     assert 0 < progress < 1
