@@ -8,7 +8,14 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.harness.long_jobs import LongJob, LongJobError, start_long_job
+from tests.harness.long_jobs import (
+    LONG_WORK_VARIABLE,
+    LongJob,
+    LongJobError,
+    beside_a_long_job,
+    long_work_tries,
+    start_long_job,
+)
 
 BASE = "http://camserve.test"
 LOCATION = "/v1/jobs/j1"
@@ -72,3 +79,32 @@ def test_a_refused_job_says_what_the_server_answered() -> None:
 
     with pytest.raises(LongJobError, match=r"no job: 422 .*over_deadline"):
         job_of(httpx.Client(transport=httpx.MockTransport(refuse)))
+
+
+def test_short_long_work_tries_one_channel_first_then_the_size_asked() -> None:
+    asked = {"method": "scorecam", "layer": "layer3"}
+    assert long_work_tries(asked, {}) == [asked]
+    assert long_work_tries(asked, {LONG_WORK_VARIABLE: "short"}) == [
+        {**asked, "scorecam_channels": "1"},
+        asked,
+    ]
+    with pytest.raises(ValueError, match="must be empty or 'short'"):
+        long_work_tries(asked, {LONG_WORK_VARIABLE: "fast"})
+
+
+def test_a_job_too_short_is_tried_again_and_the_last_failure_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(LONG_WORK_VARIABLE, "short")
+    ended_early = [running(0.5), (200, {}), (200, {})]  # the short try: ended before B's answer
+    held = [running(0.25), running(0.5), (200, {"long": True})]
+    client = scripted(ended_early + held)
+    short, progress, ended = beside_a_long_job(
+        client, f"{BASE}/v1/explain", b"png", {}, {}, lambda: httpx.Response(200, json={})
+    )
+    assert (short.status_code, progress, ended.json()) == (200, 0.5, {"long": True})
+    again = scripted([running(0.5), (200, {}), (200, {}), queued(), (200, {}), (200, {})])
+    with pytest.raises(LongJobError, match=r"(?s)scorecam_channels.*already ended.*before it"):
+        beside_a_long_job(
+            again, f"{BASE}/v1/explain", b"png", {}, {}, lambda: httpx.Response(200, json={})
+        )
