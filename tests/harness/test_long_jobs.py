@@ -19,6 +19,7 @@ from tests.harness.long_jobs import (
 
 BASE = "http://camserve.test"
 LOCATION = "/v1/jobs/j1"
+Status = tuple[int, dict[str, object]]
 
 
 def scripted(statuses: list[tuple[int, dict[str, object]]]) -> httpx.Client:
@@ -96,13 +97,14 @@ def test_a_job_too_short_is_tried_again_and_the_last_failure_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(LONG_WORK_VARIABLE, "short")
-    ended_early = [running(0.5), (200, {}), (200, {})]  # the short try: ended before B's answer
-    held = [running(0.25), running(0.5), (200, {"long": True})]
+    ended: Status = (200, {})
+    ended_early = [running(0.5), ended, ended]  # the short try: ended before B's answer
+    held: list[Status] = [running(0.25), running(0.5), (200, {"long": True})]
     client = scripted(ended_early + held)
-    short, progress, ended = beside_a_long_job(
+    short, progress, answer = beside_a_long_job(
         client, f"{BASE}/v1/explain", b"png", {}, {}, lambda: httpx.Response(200, json={})
     )
-    assert (short.status_code, progress, ended.json()) == (200, 0.5, {"long": True})
+    assert (short.status_code, progress, answer.json()) == (200, 0.5, {"long": True})
     again = scripted([running(0.5), (200, {}), (200, {}), queued(), (200, {}), (200, {})])
     with pytest.raises(LongJobError, match=r"(?s)scorecam_channels.*already ended.*before it"):
         beside_a_long_job(
