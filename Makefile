@@ -119,7 +119,8 @@ test-mkl: $(STAMP)
 # that uses long_jobs.py is in SPEED_FAST_TESTS.
 SPEED_SLOW_CORE_TESTS := tests/integration/test_slices.py tests/integration/test_shutdown.py \
 	tests/scripts/release/test_image_check_requests.py
-SPEED_FAST_TESTS := tests/integration/test_slices.py tests/harness/test_long_jobs.py
+SPEED_FAST_TESTS := tests/integration/test_slices.py tests/harness/test_long_jobs.py \
+	tests/integration/test_shutdown.py
 
 test-speed: $(STAMP)
 	taskset -c 0 $(BIN)/python -m pytest -q $(SPEED_SLOW_CORE_TESTS)

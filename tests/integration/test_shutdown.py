@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.harness.long_jobs import LongJob, LongJobError, start_long_job
+from tests.harness.long_jobs import LongJob, LongJobError, long_work_tries, start_long_job
 from tests.integration.live import (
     LiveServer,
     live_server,
@@ -38,7 +38,7 @@ BLOCKER = {"model": "tiny", "method": "scorecam", "layer": "layer3"}
 BLOCKER_CHANNELS = ("16", "64", "256")
 """The blocking job's sizes, tried in turn until one is still running when the requests are
 seen queued behind it: the first that holds on this machine, so a slow one is not given more
-work than it needs."""
+work than it needs (``CAMSERVE_TEST_LONG_WORK=short`` tries one channel first)."""
 QUEUED_WORK = {**BLOCKER, "scorecam_channels": "1"}
 """What waits behind the job: a Score-CAM of one masked pass."""
 
@@ -54,16 +54,15 @@ async def _queued_behind(server: LiveServer, job: LongJob, client: httpx.AsyncCl
 
 
 async def _queue_then_terminate(server: LiveServer) -> list[httpx.Response]:
+    sizes = [{**BLOCKER, "scorecam_channels": channels} for channels in BLOCKER_CHANNELS]
+    tries = long_work_tries(sizes[0])[:-1] + sizes
     ended_too_soon: list[str] = []
     with httpx.Client(timeout=120) as jobs:
         async with httpx.AsyncClient(timeout=120) as client:
-            for channels in BLOCKER_CHANNELS:
+            for tried in tries:
+                channels = tried["scorecam_channels"]
                 job = start_long_job(
-                    jobs,
-                    server.url("/v1/explain"),
-                    image_bytes(WIDTH, HEIGHT, seed=99),
-                    {**BLOCKER, "scorecam_channels": channels},
-                    PNG,
+                    jobs, server.url("/v1/explain"), image_bytes(WIDTH, HEIGHT, seed=99), tried, PNG
                 )
                 try:
                     await asyncio.to_thread(job.wait_running)
