@@ -76,3 +76,20 @@ def test_make_test_runs_every_test_folder_and_file_in_exactly_one_of_its_parts()
     }
     assert set(parallel) | set(serial) == with_tests
     assert not set(parallel) & set(serial)
+
+
+def test_the_speed_shake_runs_every_test_that_uses_long_jobs_but_the_ray_cluster_s() -> None:
+    """A test that waits for a long job through tests/harness/long_jobs.py is tried with that job
+    made short (``make test-speed``); the Ray cluster's takes minutes to start (its twin on
+    ``camserve serve`` runs instead)."""
+    fast, slow = make_variable("SPEED_FAST_TESTS"), make_variable("SPEED_SLOW_CORE_TESTS")
+    users = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "tests").rglob("test_*.py")
+        if "tests.harness.long_jobs import" in path.read_text()
+        and path.parent.name != "cluster"
+        and path != Path(__file__)
+    }
+    assert users == set(fast)
+    assert all((ROOT / path).is_file() for path in slow)
+    assert "tests/integration/test_slices.py" in slow

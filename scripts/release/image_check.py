@@ -34,16 +34,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 from camserve.web.routes import SAMPLES_DIR
 from scripts.release.image_check_requests import (
-    RequestsInFlight,
-    answer_requests_in_flight,
+    IN_FLIGHT,
+    LONG_PASS,
+    QUEUED_PASS,
     check_cam_and_explain,
     check_model_list,
-    long_pass,
+    requests_behind_a_long_job,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +71,8 @@ PORT = 18437
 COMPOSE_PORT = 18438
 GRACE_S = 40
 HEALTHY_WITHIN_S = 300
+INSTALL_LINE = "apt-get install podman runc debootstrap"
+"""What docs/deploy.md has a user install for this check."""
 
 
 def log(message: str) -> None:
@@ -258,20 +261,20 @@ def check_user_and_mounts(container: str = CONTAINER) -> int:
 
 
 def stop_with(
-    requests: AbstractContextManager[RequestsInFlight], queued: bool, allowed: set[str]
+    url: str, photo: Path, count: int, params: dict[str, str], allowed: set[str]
 ) -> dict[str, object]:
-    """SIGTERM (``podman stop`` with the grace period of docker-compose.yml) while ``requests``
-    are in flight: once all are queued behind the first (``queued``) or once the single one
-    runs. Every request must be answered with a status in ``allowed``, and the container exit
-    with 0 inside the grace period; returns the statuses, the exit code and the stop's time."""
-    with requests as in_flight:
-        waiting = in_flight.wait_until_queued() if queued else in_flight.wait_until_running()
+    """SIGTERM (``podman stop`` with the grace period of docker-compose.yml) while ``count``
+    requests of ``params`` wait in the queue behind a long Score-CAM that still runs, as the
+    server says (``requests_behind_a_long_job``). Every request must be answered with a status
+    in ``allowed``, and the container exit with 0 inside the grace period; returns the
+    statuses, the exit code and the stop's time."""
+    with requests_behind_a_long_job(url, photo, count, params) as in_flight:
         started = time.monotonic()
         podman("stop", "-t", str(GRACE_S), CONTAINER)
         stopped_after = time.monotonic() - started
     code = podman("inspect", "--format", "{{.State.ExitCode}}", CONTAINER, capture=True)
     log(
-        f"SIGTERM with {waiting} unanswered: {in_flight.summary()}; "
+        f"SIGTERM with {count} queued behind a running Score-CAM: {in_flight.summary()}; "
         f"exited {code} after {stopped_after:.1f} s"
     )
     if not in_flight.answered_with(allowed):
@@ -279,7 +282,7 @@ def stop_with(
     if code != "0" or stopped_after >= GRACE_S:
         raise SystemExit("the container exited non-zero or needed SIGKILL")
     return {
-        "unanswered_at_sigterm": waiting,
+        "unanswered_at_sigterm": count,
         "statuses": in_flight.outcomes,
         "exit_code": int(code),
         "stopped_s": round(stopped_after, 1),
@@ -287,14 +290,15 @@ def stop_with(
 
 
 def check_stops(photo: Path) -> dict[str, object]:
-    """Two stops: with requests queued (each must be answered 200), and, started again, with a
-    Score-CAM pass of seconds under way (answered 200, or 504 should the load push it past its
-    deadline; the process must not wait for the pass nor crash on it)."""
+    """Two stops, each while a Score-CAM pass of seconds runs: with six short Score-CAMs queued
+    behind it (each must be answered 200), and, started again, with a second pass as long
+    queued (answered 200, or 504 should the load push it past its deadline; the process must
+    not wait beyond its grace period nor crash on it)."""
     url = f"http://127.0.0.1:{PORT}"
-    drained = stop_with(answer_requests_in_flight(url, photo), queued=True, allowed={"200"})
+    drained = stop_with(url, photo, IN_FLIGHT, QUEUED_PASS, allowed={"200"})
     podman("start", CONTAINER, capture=True)
     wait_healthy()
-    running = stop_with(long_pass(url, photo), queued=False, allowed={"200", "504"})
+    running = stop_with(url, photo, 1, LONG_PASS, allowed={"200", "504"})
     return {"queued": drained, "long_pass": running}
 
 
@@ -352,6 +356,22 @@ def cleanup(keep: bool, made_base: bool) -> None:
     podman("image", "prune", "-f", check=False, capture=True)
 
 
+def missing_tools(made_base: bool) -> list[str]:
+    """The programs this run needs that are not on PATH (debootstrap only to make the base)."""
+    needed = ["podman", "runc"] + (["debootstrap"] if made_base else [])
+    return [tool for tool in needed if shutil.which(tool) is None]
+
+
+def require_tools(made_base: bool) -> None:
+    """Stop with the install line of docs/deploy.md when a program this run needs is missing."""
+    missing = missing_tools(made_base)
+    if missing:
+        raise SystemExit(
+            f"image-check needs {', '.join(missing)}, not found on PATH; install with: "
+            f"{INSTALL_LINE} (docs/deploy.md)"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--variant", default="cuda", choices=["cpu", "cuda"])
@@ -366,6 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-compose", action="store_true", help="skip the Compose check")
     parser.add_argument("--keep", action="store_true", help="keep the images afterwards")
     args = parser.parse_args(argv)
+    require_tools(made_base=args.base is None)
     report: dict[str, object] = {"variant": args.variant}
     with engine_environment() as work:
         try:

@@ -33,10 +33,13 @@ pytestmark = pytest.mark.slow
 
 CLIENTS = 8
 RELOADS = 5
-WINDOW_S = 1.2
-"""How long each version serves before the next reload."""
+WINDOW_ANSWERS = CLIENTS
+"""Requests asked after a version began serving and answered before the next reload: each
+version serves until this many have been (what the server answers, not a period of time)."""
 LOAD_LIMIT_S = 30.0
-"""The client threads stop after this whatever happens (the test takes about 10 s)."""
+"""How long a request, a reload or a window may take before the test fails."""
+CLIENTS_STOP_S = 300.0
+"""The client threads stop after this whatever happens (the test takes about 10 s here)."""
 ADMIN_KEY = "admin-secret"
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 IMAGE = image_bytes(64, 48, seed=3)
@@ -74,7 +77,7 @@ class Load:
         ]
 
     def _ask(self, thread: int) -> None:
-        deadline = time.monotonic() + LOAD_LIMIT_S
+        deadline = time.monotonic() + CLIENTS_STOP_S
         with httpx.Client(timeout=LOAD_LIMIT_S) as client:
             for turn in itertools.count(thread):
                 if self._stop.is_set() or time.monotonic() >= deadline:
@@ -107,6 +110,19 @@ class Load:
         with self._lock:
             return len(self.answers)
 
+    def answered_since(self, moment: float) -> int:
+        """Requests asked after ``moment`` (monotonic seconds) that have been answered."""
+        with self._lock:
+            return sum(1 for answer in self.answers if answer.started > moment)
+
+    def window(self, moment: float) -> None:
+        """Wait until ``WINDOW_ANSWERS`` requests asked after ``moment`` have been answered."""
+        poll_until(
+            lambda: self.answered_since(moment) >= WINDOW_ANSWERS,
+            timeout=LOAD_LIMIT_S,
+            what=f"{WINDOW_ANSWERS} answers to requests asked since the last change",
+        )
+
     @contextmanager
     def running(self) -> Iterator[Load]:
         for thread in self._threads:
@@ -137,16 +153,17 @@ def reload_under_load(
     server: LiveServer, folder: Path, reload: Callable[[str], str]
 ) -> tuple[list[Answer], list[Swap]]:
     """Five reloads (``reload(weights)`` returns the new version once it serves), alternating
-    between the two checkpoints, each version serving for ``WINDOW_S`` under load."""
+    between the two checkpoints, each version serving under load until ``WINDOW_ANSWERS``
+    requests asked after it began have been answered."""
     swaps = [Swap(listed_model(server)["model_version"], -math.inf, time.monotonic())]
     with Load(server).running() as load:
         for index in range(RELOADS):
-            time.sleep(WINDOW_S)
+            load.window(swaps[-1].served)
             asked = time.monotonic()
             write_manifest(folder, "m", "b.pt" if index % 2 == 0 else "a.pt")
             version = reload("m")
             swaps.append(Swap(version, asked, time.monotonic()))
-        time.sleep(WINDOW_S)
+        load.window(swaps[-1].served)
     return load.answers, swaps
 
 
@@ -250,7 +267,7 @@ def test_poll_reloads_fail_no_request_and_a_broken_manifest_keeps_the_version(
                 timeout=LOAD_LIMIT_S,
                 what="the failed load reported",
             )
-            time.sleep(WINDOW_S)
+            load.window(time.monotonic())
         assert "missing.pt" in listed_model(server)["load_error"]
         index = httpx.post(server.url("/v2/repository/index"), headers=ADMIN, timeout=10)
         (entry,) = index.json()

@@ -4,10 +4,9 @@ for a limited time, each job its owner's only."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
+from camserve.serving import async_jobs
 from camserve.serving.async_jobs import AsyncJobs, FinishedAnswer
 from camserve.serving.errors import TooManyJobsError, UnknownJobError
 
@@ -33,14 +32,28 @@ def test_a_full_store_drops_its_oldest_answer_and_refuses_when_all_still_compute
     assert [job.state for job in (third, fourth)] == ["queued", "queued"]
 
 
-def test_an_answer_is_kept_keep_s_after_it_finished() -> None:
-    jobs = AsyncJobs(limit=4, keep_s=0.05)
+class FakeClock:
+    """Stands for the ``time`` module of async_jobs.py: its ``monotonic`` is ``now``, moved by
+    the test, so that the keep is checked at exact instants, whatever the machine's speed."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_an_answer_is_kept_keep_s_after_it_finished(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(async_jobs, "time", clock)
+    jobs = AsyncJobs(limit=4, keep_s=5)
     job = jobs.add("a", "/v1/explain")
-    time.sleep(0.1)
+    clock.now += 60
     assert jobs.get(job.id, "a").state == "queued"  # unfinished jobs never expire
     job.finish(DONE)
-    assert jobs.get(job.id, "a").state == "done"
-    time.sleep(0.1)
+    clock.now += 5
+    assert jobs.get(job.id, "a").state == "done"  # kept for keep_s
+    clock.now += 0.001
     with pytest.raises(UnknownJobError, match="never made, cancelled, or expired"):
         jobs.get(job.id, "a")
 

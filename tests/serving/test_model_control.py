@@ -61,6 +61,20 @@ def eventually(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.02)
 
 
+def count_polls(service: Service) -> list[None]:
+    """A list that grows by one at each poll of the models folder from now on (the control's
+    own ``_poll``, counted), so that a test waits for polls rather than for their period."""
+    polls: list[None] = []
+    poll = service.control._poll
+
+    def counted() -> None:
+        poll()
+        polls.append(None)
+
+    service.control._poll = counted  # type: ignore[method-assign]
+    return polls
+
+
 def entry(service: Service, name: str) -> RepositoryEntry:
     (found,) = [item for item in service.control.index() if item.name == name]
     return found
@@ -203,7 +217,8 @@ def test_poll_keeps_the_served_version_when_a_manifest_breaks(
         first = settled_version(service, "m")
         write_manifest(folder, "m", "missing.pt")
         eventually(lambda: "m" in service.hub.snapshot().load_errors, "the failure reported")
-        time.sleep(10 * POLL_S)  # more polls: the same failing version is not tried again
+        polls = count_polls(service)
+        eventually(lambda: len(polls) >= 10, "ten more polls")  # the failing version not retried
         attempts = [r for r in caplog.records if "loading version" in r.getMessage()]
         assert len(attempts) == 1
         assert served_version(service, "m") == first

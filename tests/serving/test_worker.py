@@ -364,6 +364,40 @@ def test_batches_stop_at_max_batch_size() -> None:
     assert metrics.registry.get_sample_value("camserve_queue_wait_seconds_count") == 7
 
 
+class WaitSpy(threading.Condition):
+    """Put in place of a worker's condition before it starts: tells the test where the worker
+    waits, without a pause. An untimed wait is the worker idle (no job queued); a timed one is
+    the worker holding a batch open for more jobs (its max_wait window)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.idle_waits = 0
+        self.in_window = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            self.idle_waits += 1
+        else:
+            self.in_window.set()
+        return super().wait(timeout)
+
+    async def idle_after(self, waits: int) -> None:
+        """Until the worker has gone idle more than ``waits`` times."""
+        deadline = time.monotonic() + WAIT_LIMIT_S
+        while self.idle_waits <= waits:
+            assert time.monotonic() < deadline, "the worker never went idle"
+            await asyncio.sleep(0.001)
+
+
+def spied_worker(engines: dict[str, CamEngine], **options: Any) -> tuple[BatchingWorker, WaitSpy]:
+    """``make_worker``'s worker, started with a ``WaitSpy`` as its condition."""
+    worker, _ = make_worker(engines, **options)
+    spy = WaitSpy()
+    worker._condition = spy
+    worker.start()
+    return worker, spy
+
+
 def test_full_batch_does_not_wait_for_max_wait() -> None:
     engine = small_engine()
 
@@ -386,53 +420,55 @@ def test_full_batch_does_not_wait_for_max_wait() -> None:
 
 def test_a_lone_job_on_an_idle_worker_starts_at_once() -> None:
     engine = small_engine()
-    max_wait = 5.0
+    max_wait = WAIT_LIMIT_S
 
-    async def scenario() -> tuple[float, JobResult]:
-        worker, _ = make_worker({"small": engine}, max_batch_size=64, max_wait_s=max_wait)
-        worker.start()
+    async def scenario() -> JobResult:
+        worker, spy = spied_worker({"small": engine}, max_batch_size=64, max_wait_s=max_wait)
         try:
+            await spy.idle_after(0)
             warm = make_job()
             worker.submit([warm])
             await results([warm])  # the first pass pays one-off costs
-            await asyncio.sleep(0.05)  # the worker is idle again
-            started = time.monotonic()
+            await spy.idle_after(1)  # the worker is idle again
             job = make_job()
             worker.submit([job])
-            answer = (await results([job]))[0]
-            return time.monotonic() - started, answer
+            return (await results([job]))[0]
         finally:
             await stop(worker)
 
-    elapsed, answer = run(scenario())
+    answer = run(scenario())
     assert answer.batch_size == 1
-    assert answer.queue_wait_s < 0.5
-    assert elapsed < max_wait / 2
+    # It did not wait for the window's 30 s to fill its batch (it would have waited all of it).
+    assert answer.queue_wait_s < max_wait / 2
 
 
 def test_jobs_queued_together_wait_for_more_until_max_wait_after_the_first() -> None:
     engine = small_engine()
-    max_wait = 0.3
+    max_wait = 1.0
     gap = 0.15
 
-    async def scenario() -> list[JobResult]:
-        worker, _ = make_worker({"small": engine}, max_batch_size=64, max_wait_s=max_wait)
-        worker.start()
+    async def scenario() -> tuple[list[Job], list[JobResult]]:
+        worker, spy = spied_worker({"small": engine}, max_batch_size=64, max_wait_s=max_wait)
         try:
             first = [make_job(), make_job()]  # not alone: the batch waits to fill
             worker.submit(first)
-            await asyncio.sleep(gap)
+            assert await asyncio.to_thread(spy.in_window.wait, WAIT_LIMIT_S)
+            await asyncio.sleep(gap)  # a gap between the two arrivals; it decides nothing
             second = make_job()
             worker.submit([second])
-            return await results([*first, second])
+            return [*first, second], await results([*first, second])
         finally:
             await stop(worker)
 
-    first, _, second = run(scenario())
-    assert first.batch_size == second.batch_size == 3
-    assert max_wait - 0.01 <= first.queue_wait_s <= max_wait + 0.25
-    # The last job rode along: it waited only for the rest of the first job's window.
-    assert second.queue_wait_s <= first.queue_wait_s - gap + 0.05
+    (job, _, late), (first, _, second) = run(scenario())
+    assert late.enqueued_at - job.enqueued_at < max_wait, "the second came after the window"
+    assert first.batch_size == second.batch_size == 3  # the second rode along
+    assert first.queue_wait_s >= max_wait - 0.01  # the batch waited for its window
+    # The window is counted from the first job: the batch left before max_wait after the second.
+    assert second.queue_wait_s < max_wait
+    assert first.queue_wait_s - second.queue_wait_s == pytest.approx(
+        late.enqueued_at - job.enqueued_at, abs=0.01
+    )
 
 
 class SlowCountingNet(SmallConvNet):
@@ -694,17 +730,18 @@ def test_first_job_cancelled_while_its_batch_waits_is_never_computed() -> None:
     spy = ComputeSpy(engine)
 
     async def scenario() -> tuple[Job, JobResult]:
-        worker, _ = make_worker({"small": engine}, max_batch_size=64, max_wait_s=0.3)
-        worker.start()
+        # A window longer than any test: only stopping closes the batches.
+        worker, spy = spied_worker({"small": engine}, max_batch_size=64, max_wait_s=60.0)
         try:
             doomed = make_job()
             other = make_job(BatchKey("small", ("features",), 2))  # not alone: a batch waits
             worker.submit([doomed, other])
-            await asyncio.sleep(0.05)  # the worker is now waiting for more jobs
+            assert await asyncio.to_thread(spy.in_window.wait, WAIT_LIMIT_S)
             worker.cancel([doomed])
             assert worker.depth == 1
             survivor = make_job()
             worker.submit([survivor])
+            await stop(worker)
             return doomed, (await results([survivor, other]))[0]
         finally:
             await stop(worker)

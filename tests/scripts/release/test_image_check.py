@@ -3,6 +3,9 @@ configuration is handed to the build, and the models folder that the container m
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,3 +67,37 @@ def test_the_mounted_models_folder_holds_a_model_the_image_lacks(tmp_path: Path)
     assert names == ["efficientnet_lite0", image_check.MOUNTED_MODEL]
     shipped = sorted(spec.name for spec in load_manifests(image_check.ROOT / "models"))
     assert image_check.MOUNTED_MODEL not in shipped
+
+
+def test_without_debootstrap_the_check_prints_the_install_line_of_the_docs(tmp_path: Path) -> None:
+    """podman and runc found (stand-ins that must not run), debootstrap not: one line that names
+    what is missing and the docs' install line, exit status 1, no traceback."""
+    for tool in ("podman", "runc"):
+        stand_in = tmp_path / tool
+        stand_in.write_text("#!/bin/sh\nexit 99\n")
+        stand_in.chmod(0o755)
+    result = subprocess.run(
+        [sys.executable, "-m", "scripts.release.image_check", "--no-compose"],
+        cwd=image_check.ROOT,
+        env={**os.environ, "PATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        "image-check needs debootstrap, not found on PATH; install with: "
+        "apt-get install podman runc debootstrap (docs/deploy.md)\n"
+    )
+    assert f"`{image_check.INSTALL_LINE}`" in (image_check.ROOT / "docs/deploy.md").read_text()
+
+
+def test_with_a_base_image_debootstrap_is_not_needed(tmp_path: Path) -> None:
+    for tool in ("podman", "runc"):
+        (tmp_path / tool).write_text("#!/bin/sh\n")
+        (tmp_path / tool).chmod(0o755)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", str(tmp_path))
+        assert image_check.missing_tools(made_base=False) == []
+        assert image_check.missing_tools(made_base=True) == ["debootstrap"]
