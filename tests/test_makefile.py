@@ -91,5 +91,5 @@ def test_the_speed_shake_runs_every_test_that_uses_long_jobs_but_the_ray_cluster
         and path != Path(__file__)
     }
     assert users == set(fast)
-    assert all((ROOT / path).is_file() for path in slow)
-    assert "tests/integration/test_slices.py" in slow
+    assert all((ROOT / path).exists() for path in slow)
+    assert "tests/integration" in slow
