@@ -62,6 +62,19 @@ def test_a_taken_port_ends_the_start_with_one_plain_line(
     ]
 
 
+def _serve(port: int, env: dict[str, str], folder: Path) -> subprocess.Popen[str]:
+    """``camserve serve`` on ``port`` started in ``folder``, its stdout (the report) piped."""
+    return subprocess.Popen(
+        serve_command(port),
+        env=env,
+        cwd=folder,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 def _lines_of(stream: subprocess.Popen[str]) -> queue.Queue[str | None]:
     """The process's stdout, line by line, read on a thread; None once it ends."""
     lines: queue.Queue[str | None] = queue.Queue()
@@ -82,15 +95,7 @@ def test_ready_is_said_once_the_port_answers_without_the_port_hint(
     """The report's first line is read the moment it is printed and the server is asked at
     once: it answers, with the models loaded. The port was chosen, so no "another port" hint."""
     port = free_port()
-    process = subprocess.Popen(
-        serve_command(port),
-        env=camserve_environment(models_dir),
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    process = _serve(port, camserve_environment(models_dir), tmp_path)
     try:
         lines = _lines_of(process)
         first = lines.get(timeout=START_TIMEOUT_S)
@@ -118,15 +123,7 @@ def test_a_models_folder_of_another_project_gives_way_to_the_shipped_models(
     env = camserve_environment(tmp_path, settings={"models": "shapes"})
     del env["CAMSERVE_MODELS_DIR"]
     port = free_port()
-    process = subprocess.Popen(
-        serve_command(port),
-        env=env,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    process = _serve(port, env, tmp_path)
     try:
         lines = _lines_of(process)
         first = lines.get(timeout=START_TIMEOUT_S)
