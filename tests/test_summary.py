@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from camserve.api.application import create_app
 from camserve.cli import cli
 from tests.api.helpers import make_settings
+from tests.support import write_test_models
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = "classifiers, detectors and segmenters"
@@ -25,7 +26,8 @@ def test_the_commands_help_names_every_task() -> None:
 
 
 def test_the_api_description_names_every_task(tmp_path: Path) -> None:
-    description = create_app(make_settings(tmp_path)).openapi()["info"]["description"]
+    settings = make_settings(write_test_models(tmp_path))  # a folder without manifests is refused
+    description = create_app(settings).openapi()["info"]["description"]
     assert description.startswith(f"CAM / Grad-CAM explanations of image models: {TASKS}. ")
     assert "a detector's boxes, a segmenter's masks" in description
 
