@@ -17,6 +17,7 @@ from camserve.config import Settings
 from camserve.engine.errors import UnknownModelError
 from camserve.serving.answer_cache import CachedAnswer, answer_key, image_digest
 from camserve.serving.errors import ModelControlError, ModelLoadError, ModelUnavailableError
+from camserve.serving.model_control import ModelControl
 from camserve.serving.model_repository import RepositoryEntry
 from camserve.serving.runtime import build_service
 from camserve.serving.service import Service
@@ -249,6 +250,25 @@ def test_a_manifest_broken_at_start_fails_alone_and_serves_once_repaired(folder:
         eventually(lambda: served_version(service, "n") is not None, "the repaired n loaded")
         assert service.hub.snapshot().failures == {}
         assert entry(service, "n").state == "READY"
+
+
+def test_a_manifest_repaired_before_polling_begins_is_loaded_by_the_first_poll(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``n``'s manifest cannot be read at start and is repaired before the loader thread first
+    reads the folder: the start's failure belonged to the broken file, so polling tries the
+    repaired one (it was taken for a version that had failed to load, and never tried)."""
+    write_whole(folder / "n.toml", 'name = "n"\narchitecture = "shapes_resnet"\nweigts = "b.pt"\n')
+    remember_start = ModelControl._remember_start
+
+    def repaired_first(control: ModelControl) -> None:
+        write_manifest(folder, "n", "b.pt")
+        remember_start(control)
+
+    monkeypatch.setattr(ModelControl, "_remember_start", repaired_first)
+    with running(folder, model_control="poll") as service:
+        eventually(lambda: served_version(service, "n") is not None, "the repaired n loaded")
+        assert service.hub.snapshot().failures == {}
 
 
 def test_an_explicit_load_of_a_broken_manifest_says_why_and_loads_once_repaired(

@@ -148,10 +148,16 @@ class ModelControl:
         changed since."""
         files = read_folder(self._settings.models_dir, self._hub.versions)
         failures = self._hub.snapshot().failures
+        loaded_at_start = {spec.name: spec for spec in self._hub.specs}
         for file in files:
             self._names[file.path] = file.name
-            if file.name in failures:  # a broken manifest: its error, as _report_unreadable
-                self._attempts[file.name] = file.version if file.spec is not None else file.error
+            if file.name not in failures:
+                continue
+            if file.spec is None:  # still broken: its error, as _report_unreadable
+                self._attempts[file.name] = file.error
+            elif loaded_at_start.get(file.name) == file.spec:  # the manifest that failed to load
+                self._attempts[file.name] = file.version
+            # else: repaired since the start (it could not be read then): the next poll tries it
 
     def _execute(self, command: _Command) -> None:
         if not command.done.set_running_or_notify_cancel():
