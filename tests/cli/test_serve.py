@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -62,9 +63,24 @@ def test_a_taken_port_ends_the_start_with_one_plain_line(
     ]
 
 
-def _serve(port: int, env: dict[str, str], folder: Path) -> subprocess.Popen[str]:
-    """``camserve serve`` on ``port`` started in ``folder``, its stdout (the report) piped."""
-    return subprocess.Popen(
+@dataclass(frozen=True)
+class _Served:
+    """What a ``camserve serve`` said and answered: its report's first line, the answer to one
+    request sent the moment that line was printed, the report's other lines, its exit status,
+    and the page's address (``http://127.0.0.1:PORT/``)."""
+
+    url: str
+    first: str | None
+    answer: httpx.Response
+    rest: list[str | None]
+    status: int
+
+
+def _serve_and_ask(env: dict[str, str], folder: Path, path: str) -> _Served:
+    """Start ``camserve serve`` in ``folder``, ask ``path`` once its first line is printed, then
+    stop it (SIGTERM) and read the rest of its report."""
+    port = free_port()
+    process = subprocess.Popen(
         serve_command(port),
         env=env,
         cwd=folder,
@@ -73,6 +89,21 @@ def _serve(port: int, env: dict[str, str], folder: Path) -> subprocess.Popen[str
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    try:
+        lines = _lines_of(process)
+        first = lines.get(timeout=START_TIMEOUT_S)
+        answer = httpx.get(f"http://{LOOPBACK}:{port}{path}", timeout=10)
+    finally:
+        process.terminate()
+        status = process.wait(60)
+    rest = list(iter(lambda: lines.get(timeout=10), None))
+    assert process.stdout is not None
+    process.stdout.close()
+    return _Served(f"http://{LOOPBACK}:{port}/", first, answer, rest, status)
+
+
+def _ready_line(served: _Served) -> str:
+    return f"{READY}: open {served.url} (API docs: {served.url}docs)"
 
 
 def _lines_of(stream: subprocess.Popen[str]) -> queue.Queue[str | None]:
@@ -94,23 +125,11 @@ def test_ready_is_said_once_the_port_answers_without_the_port_hint(
 ) -> None:
     """The report's first line is read the moment it is printed and the server is asked at
     once: it answers, with the models loaded. The port was chosen, so no "another port" hint."""
-    port = free_port()
-    process = _serve(port, camserve_environment(models_dir), tmp_path)
-    try:
-        lines = _lines_of(process)
-        first = lines.get(timeout=START_TIMEOUT_S)
-        readiness = httpx.get(f"http://{LOOPBACK}:{port}/readyz", timeout=10)
-    finally:
-        process.terminate()
-        status = process.wait(60)
-    rest = list(iter(lambda: lines.get(timeout=10), None))
-    assert process.stdout is not None
-    process.stdout.close()
-    url = f"http://{LOOPBACK}:{port}/"
-    assert first == f"{READY}: open {url} (API docs: {url}docs)"
-    assert readiness.status_code == 200
-    assert rest == ["  serving: mini (default), tiny", f"  models from: {models_dir}"]
-    assert status == 0
+    served = _serve_and_ask(camserve_environment(models_dir), tmp_path, "/readyz")
+    assert served.first == _ready_line(served)
+    assert served.answer.status_code == 200
+    assert served.rest == ["  serving: mini (default), tiny", f"  models from: {models_dir}"]
+    assert served.status == 0
 
 
 def test_a_models_folder_of_another_project_gives_way_to_the_shipped_models(
@@ -122,24 +141,12 @@ def test_a_models_folder_of_another_project_gives_way_to_the_shipped_models(
     (tmp_path / "models" / "net.py").write_text("import torch\n")
     env = camserve_environment(tmp_path, settings={"models": "shapes"})
     del env["CAMSERVE_MODELS_DIR"]
-    port = free_port()
-    process = _serve(port, env, tmp_path)
-    try:
-        lines = _lines_of(process)
-        first = lines.get(timeout=START_TIMEOUT_S)
-        listed = httpx.get(f"http://{LOOPBACK}:{port}/v1/models", timeout=10).json()
-    finally:
-        process.terminate()
-        status = process.wait(60)
-    rest = list(iter(lambda: lines.get(timeout=10), None))
-    assert process.stdout is not None
-    process.stdout.close()
-    url = f"http://{LOOPBACK}:{port}/"
-    assert first == f"{READY}: open {url} (API docs: {url}docs)"
-    assert [model["name"] for model in listed["models"]] == ["shapes"]
-    assert rest == [
+    served = _serve_and_ask(env, tmp_path, "/v1/models")
+    assert served.first == _ready_line(served)
+    assert [model["name"] for model in served.answer.json()["models"]] == ["shapes"]
+    assert served.rest == [
         "  serving: shapes (default)",
         f"  models from: the models shipped with camserve ({SHIPPED_MODELS_DIR}; ./models holds "
         "no manifest (*.toml), so it is not read)",
     ]
-    assert status == 0
+    assert served.status == 0
