@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from camserve.cli.lazy_commands import cli
 from camserve.engine.errors import CamserveError, ManifestError
-from camserve.engine.images.image_files import IMAGE_SUFFIXES
+from camserve.engine.images.image_files import not_images
 from camserve.engine.models.manifest import ModelSpec
 from camserve.engine.models.manifest_folder import read_manifests
 from camserve.engine.models.shipped import models_folder
@@ -158,9 +158,7 @@ def progress_bar(label: str, *extra: TextColumn, transient: bool = True) -> Prog
 def report_ignored(inputs: list[Path]) -> None:
     """Name the files in the given folders that are left out for not being images (by their
     suffix): a folder's other files are said, never skipped silently."""
-    for folder in (path for path in inputs if path.is_dir()):
-        for file in sorted(folder.rglob("*")):
-            if file.is_file() and file.suffix.lower() not in IMAGE_SUFFIXES:
-                console.print(
-                    f"[yellow]ignored[/] {file}: not an image file", highlight=False, soft_wrap=True
-                )
+    for file in not_images(inputs):
+        console.print(
+            f"[yellow]ignored[/] {file}: not an image file", highlight=False, soft_wrap=True
+        )

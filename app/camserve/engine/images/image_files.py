@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["IMAGE_SUFFIXES", "InputFile", "find_images"]
+__all__ = ["IMAGE_SUFFIXES", "InputFile", "find_images", "not_images"]
 
 IMAGE_SUFFIXES = frozenset(
     {".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".ppm", ".pgm"}
@@ -28,8 +28,24 @@ def find_images(paths: Iterable[Path]) -> list[InputFile]:
             found.extend(
                 InputFile(file, file.relative_to(path))
                 for file in sorted(path.rglob("*"))
-                if file.is_file() and file.suffix.lower() in IMAGE_SUFFIXES
+                if file.is_file() and _is_image(file)
             )
         else:
             found.append(InputFile(path, Path(path.name)))
     return found
+
+
+def not_images(paths: Iterable[Path]) -> list[Path]:
+    """The files in the folders among ``paths`` that ``find_images`` leaves out (by their
+    suffix), in sorted order: what a command names as ignored."""
+    return [
+        file
+        for path in paths
+        if path.is_dir()
+        for file in sorted(path.rglob("*"))
+        if file.is_file() and not _is_image(file)
+    ]
+
+
+def _is_image(file: Path) -> bool:
+    return file.suffix.lower() in IMAGE_SUFFIXES
