@@ -62,6 +62,7 @@ __all__ = [
     "Source",
     "Task",
     "load_manifest",
+    "manifest_paths",
     "read_labels_file",
 ]
 
@@ -356,3 +357,8 @@ def _suggestion(field: str) -> str:
     if close:
         return f" (did you mean {close[0]!r}?)"
     return f" (known fields: {', '.join(known)})"
+
+
+def manifest_paths(folder: Path) -> list[Path]:
+    """The manifest files directly in ``folder`` (``*.toml``), in file-name order."""
+    return sorted(folder.glob(f"*{MANIFEST_SUFFIX}"))

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from camserve.engine.errors import ManifestError
-from camserve.engine.models.manifest import MANIFEST_SUFFIX, NAME_PATTERN, ModelSpec, load_manifest
+from camserve.engine.models.manifest import (
+    MANIFEST_SUFFIX,
+    NAME_PATTERN,
+    ModelSpec,
+    load_manifest,
+    manifest_paths,
+)
 
 __all__ = ["ManifestEntry", "ManifestFolder", "load_manifests", "read_manifests"]
 
@@ -71,7 +77,7 @@ def read_manifests(directory: Path) -> ManifestFolder:
         )
     read: list[tuple[Path, ModelSpec | None, str]] = []
     owners: dict[str, Path] = {}
-    for path in sorted(directory.glob(f"*{MANIFEST_SUFFIX}")):
+    for path in manifest_paths(directory):
         try:
             spec = load_manifest(path)
         except ManifestError as error:

@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from camserve.engine.models.manifest import DEFAULT_MODELS_DIR, MANIFEST_SUFFIX
+from camserve.engine.models.manifest import DEFAULT_MODELS_DIR, MANIFEST_SUFFIX, manifest_paths
 
 __all__ = ["SHIPPED_MODELS_DIR", "ModelsFolder", "describe_models_folder", "models_folder"]
 
@@ -43,7 +43,7 @@ def describe_models_folder(folder: Path) -> str:
 
 
 def _holds_manifests(folder: Path) -> bool:
-    return folder.is_dir() and any(folder.glob(f"*{MANIFEST_SUFFIX}"))
+    return folder.is_dir() and bool(manifest_paths(folder))
 
 
 ModelsFolder = Annotated[Path, AfterValidator(models_folder)]
