@@ -1,10 +1,8 @@
 """Errors of the V2 routes in the protocol's shape, ``{"error": "<message>"}``.
 
-The status is the one camserve gives the same failure on its own routes
-(``app/camserve/api/errors.py``:
-400 bad image, 401 API key, 404 unknown model, 413, 415, 422 invalid parameter, 429 with
-``Retry-After``, 503, 504), and 400 for a request the protocol itself refuses (a malformed
-inference header, an input or output the model does not have, binary data that does not add up).
+The status is the one camserve gives the same failure on its own routes (the error class's
+``http_status``), and 400 for a request the protocol itself refuses (a malformed inference
+header, an input or output the model does not have, binary data that does not add up).
 """
 
 from __future__ import annotations
