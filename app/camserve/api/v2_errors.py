@@ -19,9 +19,6 @@ from camserve.engine.errors import CamserveError
 
 __all__ = ["InvalidInferenceRequestError", "ProtocolRoute", "protocol_error"]
 
-KEPT_HEADERS = ("retry-after", "www-authenticate")
-"""Headers of camserve's own error answers that the protocol's answer keeps."""
-
 
 class InvalidInferenceRequestError(ValueError):
     """A request the protocol's rules refuse: 400."""
@@ -35,6 +32,9 @@ class ProtocolRoute(APIRoute):
     """A route whose errors, its dependencies' included (the API key), answer in the
     protocol's shape. Faults (500) still go to the app's handler, which logs them."""
 
+    kept_headers: tuple[str, ...] = ("retry-after", "www-authenticate")
+    """Headers of camserve's own error answers that the protocol's answer keeps."""
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
@@ -46,12 +46,11 @@ class ProtocolRoute(APIRoute):
             except CamserveError as error:
                 if status_for(error) == 500:
                     raise
-                return _camserve_error(error)
+                return self._camserve_error(error)
 
         return protocol_errors
 
-
-def _camserve_error(error: CamserveError) -> Response:
-    own = camserve_error_response(error)
-    headers = {name: own.headers[name] for name in KEPT_HEADERS if name in own.headers}
-    return protocol_error(own.status_code, str(error), headers or None)
+    def _camserve_error(self, error: CamserveError) -> Response:
+        own = camserve_error_response(error)
+        kept = {name: own.headers[name] for name in self.kept_headers if name in own.headers}
+        return protocol_error(own.status_code, str(error), kept or None)
