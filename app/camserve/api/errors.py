@@ -20,7 +20,6 @@ from camserve.api.unknown_parameters import (
     unknown_parameters_message,
 )
 from camserve.engine import errors
-from camserve.serving import errors as service_errors
 from camserve.serving.service import ClientDisconnectedError
 
 __all__ = ["camserve_error_response", "error_response", "install_error_handlers", "status_for"]
@@ -50,15 +49,8 @@ async def _camserve_error(_request: Request, error: Exception) -> JSONResponse:
 
 def camserve_error_response(error: errors.CamserveError) -> JSONResponse:
     """The documented answer to a camserve error: its status, JSON body and headers."""
-    status = status_for(error)
-    headers: dict[str, str] = {}
-    if isinstance(error, service_errors.QueueFullError):
-        headers["Retry-After"] = str(error.retry_after_s)
-    if isinstance(error, service_errors.NotReadyError | service_errors.ShuttingDownError):
-        headers["Retry-After"] = "5"
-    if isinstance(error, service_errors.UnauthorizedError):
-        headers["WWW-Authenticate"] = error.challenge
-    return error_response(status, error.code, str(error), headers or None)
+    headers = error.http_headers()
+    return error_response(status_for(error), error.code, str(error), headers or None)
 
 
 async def _validation_error(request: Request, error: Exception) -> JSONResponse:

@@ -64,6 +64,10 @@ class CamserveError(Exception):
     routes alike; 500 (a fault: a generic message, the traceback logged) unless a class
     refuses a request on purpose."""
 
+    def http_headers(self) -> dict[str, str]:
+        """The headers of the answer to this error (none unless a class adds some)."""
+        return {}
+
 
 class ImageError(CamserveError, ValueError):
     """The data is not an image camserve can explain."""

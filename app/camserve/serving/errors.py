@@ -2,7 +2,7 @@
 
 They extend the engine's ``ServiceError`` branch, so callers that catch ``CamserveError`` still
 see them; the engine itself never raises one. Each class's ``http_status`` is its answer's
-status::
+status, and ``http_headers()`` its headers (``Retry-After``, ``WWW-Authenticate``)::
 
     ServiceError (camserve.engine.errors)
     ├── ModelLoadError             a model (a new version) failed to load
@@ -47,6 +47,9 @@ __all__ = [
     "UnsupportedMediaTypeError",
 ]
 
+RETRY_AFTER_LOADING_S = 5
+"""The ``Retry-After`` of an answer while models load or the service stops."""
+
 
 class ModelLoadError(ServiceError):
     """A load asked for failed; a version that served before serves on."""
@@ -67,6 +70,9 @@ class UnauthorizedError(ServiceError):
     http_status = 401
     challenge = "Bearer"
     """The ``WWW-Authenticate`` scheme the client should answer with."""
+
+    def http_headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": self.challenge}
 
 
 class BasicAuthError(UnauthorizedError):
@@ -106,6 +112,9 @@ class QueueFullError(ServiceError):
         super().__init__(message)
         self.retry_after_s = retry_after_s
 
+    def http_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)}
+
 
 class TooManyJobsError(QueueFullError):
     """Every slot for an asynchronous job holds one still computing (``async_jobs.py``)."""
@@ -132,6 +141,9 @@ class NotReadyError(ServiceError):
     code = "not_ready"
     http_status = 503
 
+    def http_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(RETRY_AFTER_LOADING_S)}
+
 
 class ModelUnavailableError(ServiceError):
     """A model this server was configured with, whose load failed: no wait brings it back."""
@@ -143,6 +155,9 @@ class ModelUnavailableError(ServiceError):
 class ShuttingDownError(ServiceError):
     code = "shutting_down"
     http_status = 503
+
+    def http_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(RETRY_AFTER_LOADING_S)}
 
 
 class DeadlineExceededError(ServiceError, TimeoutError):
