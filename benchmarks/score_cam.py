@@ -42,6 +42,7 @@ from benchmarks.json_rows import write_rows
 from camserve.engine.engine import CamEngine
 from camserve.engine.images.preprocess import Preprocessing
 from camserve.engine.models.devices import AUTOCAST_DTYPES, resolve_device, synchronize
+from camserve.engine.run_control import RunControl
 from camserve.quality.real_model import efficientnet_lite0
 from camserve.serving.score_cam_cost import measure_score_cam_cost
 
@@ -108,7 +109,7 @@ def camserve_run(
             ["scorecam"],
             targets=[target],
             layers=[layer],
-            channel_budget=budget,  # type: ignore[arg-type]
+            control=RunControl(channel_budget=budget),  # type: ignore[arg-type]
         )
         return results[(layer, "scorecam")].layer_maps[0, 0]
 

@@ -6,9 +6,9 @@ from functools import cache
 __version__: str
 """The installed version: one value, written once in ``client/camserve_client/VERSION``, which
 both distributions (camserve and camserve-client) read when they are built. Looked up on first
-use (``__getattr__``): importing ``importlib.metadata`` and reading the packages' metadata cost
-about 30 ms, which every import of camserve (each command, server and worker process) would
-otherwise pay."""
+use (``__getattr__``): importing ``importlib.metadata`` and reading the packages' metadata is a
+cost every import of camserve (each command, server and worker process) would otherwise pay
+(docs/benchmarks.md#measurements-behind-smaller-choices-in-the-code)."""
 
 SUMMARY = "CAM / Grad-CAM explanations of image models: classifiers, detectors and segmenters."
 """What camserve does, in one sentence: the first line of ``camserve --help`` and of the API's

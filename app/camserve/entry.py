@@ -6,9 +6,8 @@ parallel region before they sleep: 300,000 spins by default, several millisecond
 operators of one forward pass that keeps them warm; after a batch it keeps both cores of a small
 machine busy while the codec threads encode the answer's PNGs, which then wait. camserve sets
 ``GOMP_SPINCOUNT`` to 10,000 spins (well under a millisecond) unless the environment already
-sets it: on a 2-core VM, two servers side by side with requests alternating, a Grad-CAM
-request at concurrency 1 took 45–46 ms instead of 48–50 ms and a seven-method one 66–67 ms
-instead of 70–72 ms (docs/benchmarks.md).
+sets it, which makes every request faster on a 2-core VM (measured in docs/benchmarks.md, "How
+seven methods came under 1.5×").
 """
 
 from __future__ import annotations
@@ -44,6 +43,6 @@ def quick_exit() -> None:
     collection: with torch, torchvision and their compiler stack imported, the interpreter's
     final collection walks millions of objects that the process is about to release anyway.
     ``gc.freeze`` moves them out of the collector's reach (atexit handlers and every object's
-    own cleanup still run), so a stopped server or a finished command exits about a second
-    sooner on a 2-core VM (1.4 s → 0.4 s from SIGTERM to a stopped `camserve serve`'s exit)."""
+    own cleanup still run), so a stopped server or a finished command exits sooner
+    (docs/benchmarks.md#measurements-behind-smaller-choices-in-the-code)."""
     gc.freeze()

@@ -39,6 +39,7 @@ from torch import Tensor
 from camserve.engine.engine import CamEngine
 from camserve.engine.fusion import FUSED_LAYER, fuse_maps
 from camserve.engine.images.render import normalize_maps, upsample_maps
+from camserve.engine.run_control import RunControl
 from camserve.quality.composites import Composite, composites
 from camserve.quality.evaluate import deletion_and_insertion_auc
 from camserve.quality.pointing import composite_tensor, explained_class, score_map
@@ -151,7 +152,7 @@ class ScoreCamRuns:
         batch, target = self.explained.batch, self.explained.target
         started = time.perf_counter()
         results = self.engine.compute_all(
-            batch, [METHOD], [target], layers=[layer], channel_budget=budget
+            batch, [METHOD], [target], layers=[layer], control=RunControl(channel_budget=budget)
         )
         return TimedMap(results[(layer, METHOD)].raw_maps, time.perf_counter() - started)
 

@@ -21,6 +21,7 @@ from camserve.engine.fusion import (
 from camserve.engine.images.preprocess import Preprocessing
 from camserve.engine.models.manifest import ModelSpec
 from camserve.engine.results import PriorPass
+from camserve.engine.run_control import RunControl
 from tests.engine.models_for_tests import SmallConvNet
 from tests.tolerances import NETWORK, assert_float32_close, assert_identical
 
@@ -111,7 +112,9 @@ def test_an_augmented_call_runs_a_new_pass_over_a_kept_one(model: SmallConvNet) 
         gradients={},
         maps={},
     )
-    again = engine.compute_all(batch, ["gradcam"], layers=[FUSED_LAYER], prior=stale)
+    again = engine.compute_all(
+        batch, ["gradcam"], layers=[FUSED_LAYER], control=RunControl(prior=stale)
+    )
     assert_identical(
         again[(FUSED_LAYER, "gradcam")].raw_maps, fresh[(FUSED_LAYER, "gradcam")].raw_maps
     )

@@ -23,6 +23,7 @@ def test_the_public_names_are_the_engines_own() -> None:
         "Explanation",
         "Preprocessing",
         "RenderedImage",
+        "RunControl",
     }
 
 

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from camserve.engine.engine import CamEngine
+from camserve.engine.run_control import RunControl
 from camserve.engine.score_cam import plan_masked_passes
 from tests.engine.test_parity import score_cam_by_the_paper
 from tests.tolerances import NETWORK, assert_float32_close, assert_identical
@@ -84,11 +85,15 @@ def test_a_budget_of_every_live_channel_changes_nothing_and_a_smaller_one_zeroes
     images = torch.randn(1, 3, 32, 32)
     engine = CamEngine(model, "features.3", device="cpu")
     exact = engine.compute_all(images, ["scorecam"], targets=[4])
-    same = engine.compute_all(images, ["scorecam"], targets=[4], channel_budget=16 - DEAD)
+    same = engine.compute_all(
+        images, ["scorecam"], targets=[4], control=RunControl(channel_budget=16 - DEAD)
+    )
     key = ("features.3", "scorecam")
     assert_identical(same[key].raw_maps, exact[key].raw_maps)
     counter = PassCounter(engine.model)
-    budgeted = engine.compute_all(images, ["scorecam"], targets=[4], channel_budget=3)
+    budgeted = engine.compute_all(
+        images, ["scorecam"], targets=[4], control=RunControl(channel_budget=3)
+    )
     assert counter.sizes == [1, 1, 3]
     assert not torch.equal(budgeted[key].raw_maps, exact[key].raw_maps)
 
@@ -144,7 +149,7 @@ def test_progress_counts_the_chunks_of_every_layer_and_leaves_the_maps_bit_ident
     quiet = engine.compute_all(images, ["scorecam"], targets=[2], layers=layers)
     heard: list[float] = []
     followed = engine.compute_all(
-        images, ["scorecam"], targets=[2], layers=layers, progress=heard.append
+        images, ["scorecam"], targets=[2], layers=layers, control=RunControl(progress=heard.append)
     )
     first = [(0 + done / 8) / 2 for done in (4, 8)]
     second = [(1 + done / 10) / 2 for done in (4, 8, 10)]

@@ -10,6 +10,7 @@ from torchvision.models import mobilenet_v3_small, resnet18
 from camserve.engine.engine import CamEngine, Targets
 from camserve.engine.hooks import count_hooks
 from camserve.engine.methods import METHODS
+from camserve.engine.run_control import RunControl
 from tests.engine.models_for_tests import SmallConvNet
 from tests.tolerances import NETWORK, assert_float32_close
 
@@ -145,6 +146,8 @@ def test_a_checkpoint_that_raises_abandons_the_call_between_score_cam_chunks() -
             raise AbandonedError
 
     with pytest.raises(AbandonedError):
-        engine.compute_all(torch.randn(1, 3, 32, 32), ["scorecam"], checkpoint=checkpoint)
+        engine.compute_all(
+            torch.randn(1, 3, 32, 32), ["scorecam"], control=RunControl(checkpoint=checkpoint)
+        )
     assert len(seen) == 3  # after the pass, then before each of two chunks (of 16 channels / 4)
     assert count_hooks(engine.model) == 0

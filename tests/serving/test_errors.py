@@ -61,3 +61,17 @@ def test_a_full_queue_says_when_to_retry() -> None:
 def test_auth_errors_name_the_scheme_to_answer_with() -> None:
     assert service_errors.UnauthorizedError("x").challenge == "Bearer"
     assert service_errors.BasicAuthError("x").challenge.startswith("Basic ")
+
+
+def test_each_error_names_the_headers_of_its_answer() -> None:
+    assert service_errors.QueueFullError("full", retry_after_s=7).http_headers() == {
+        "Retry-After": "7"
+    }
+    assert service_errors.TooManyJobsError("many").http_headers() == {"Retry-After": "1"}
+    assert service_errors.NotReadyError("x").http_headers() == {"Retry-After": "5"}
+    assert service_errors.ShuttingDownError("x").http_headers() == {"Retry-After": "5"}
+    assert service_errors.UnauthorizedError("x").http_headers() == {"WWW-Authenticate": "Bearer"}
+    basic = service_errors.BasicAuthError("x").http_headers()
+    assert basic == {"WWW-Authenticate": 'Basic realm="camserve"'}
+    assert service_errors.ModelUnavailableError("x").http_headers() == {}
+    assert engine_errors.NotAnImageError("x").http_headers() == {}

@@ -137,7 +137,7 @@ def test_the_observer_hears_of_start_up_versions_reloads_and_removals() -> None:
 
     async def scenario() -> None:
         worker, _ = make_worker({"small": small_engine()})
-        worker.news.observer = recorder
+        worker.version_announcer.observer = recorder
         worker.start()
         try:
             await asyncio.wrap_future(worker.run_when_idle(lambda: None))  # start-up done

@@ -7,6 +7,7 @@ import torch
 import torchvision
 
 from camserve.engine.engine import CamEngine
+from camserve.engine.run_control import RunControl
 from camserve.serving.kept_passes import KeptPass, kept_from, prior_for, stacked
 from camserve.serving.pass_store import PassStore, pixels_digest
 
@@ -38,7 +39,7 @@ def test_a_prior_pass_gives_exactly_the_maps_of_a_new_pass(engine: CamEngine) ->
     prior = prior_for(kept, target=None, ranks=3, layers=["layer4"], methods=METHODS, budget=None)
     assert prior is not None
     assert set(prior.maps) == {("layer4", "gradcam")}
-    reused = engine.compute_all(batch, METHODS, top_k=3, prior=prior)
+    reused = engine.compute_all(batch, METHODS, top_k=3, control=RunControl(prior=prior))
     fresh = engine.compute_all(batch, METHODS, top_k=3)
     assert torch.equal(reused.targets, fresh.targets)
     for key, cams in fresh.maps.items():
@@ -79,7 +80,7 @@ def test_no_prior_without_the_layer_or_a_targets_gradient(engine: CamEngine) -> 
 
 def test_score_cam_maps_are_kept_per_channel_budget(engine: CamEngine) -> None:
     batch = inputs(4)
-    results = engine.compute_all(batch, ["scorecam"], channel_budget=16)
+    results = engine.compute_all(batch, ["scorecam"], control=RunControl(channel_budget=16))
     (kept,) = kept_from(results, 16)
     target = int(results.targets[0, 0])
     assert set(kept.maps) == {("layer4", "scorecam", target, 16)}
@@ -145,7 +146,9 @@ def test_fused_maps_from_a_prior_pass_equal_a_new_passes() -> None:
     prior = prior_for(
         kept, target=None, ranks=2, layers=["layer3", "layer4"], methods=methods, budget=None
     )
-    reused = fusing.compute_all(batch, methods, top_k=2, layers=["fused"], prior=prior)
+    reused = fusing.compute_all(
+        batch, methods, top_k=2, layers=["fused"], control=RunControl(prior=prior)
+    )
     fresh = fusing.compute_all(batch, methods, top_k=2, layers=["fused"])
     assert set(reused.maps) == set(fresh.maps) == {("fused", method) for method in methods}
     for key, cams in fresh.maps.items():

@@ -1,10 +1,8 @@
 """Every error as ``{"error": {"code", "message"}}`` with its documented HTTP status.
 
-400 bad image or refused image reference · 401 missing/wrong key · 404 unknown model, job, or
-reports off · 413 too large · 415 unsupported type · 422 invalid parameter · 429 queue full
-(with Retry-After) · 502 an image's source failed · 503 loading or shutting down (with
-Retry-After), or a model that failed to load (without) · 504 deadline passed or an image's
-source too slow · 500 only for real faults (generic message, traceback in the log).
+A camserve error's status is its class's ``http_status`` (``camserve.engine.errors`` and the
+modules that extend its tree; docs/api.md's table lists them); 500 only for real faults
+(generic message, traceback in the log).
 """
 
 from __future__ import annotations
@@ -22,46 +20,16 @@ from camserve.api.unknown_parameters import (
     unknown_parameters_message,
 )
 from camserve.engine import errors
-from camserve.labeling import task_images
-from camserve.serving import errors as service_errors
 from camserve.serving.service import ClientDisconnectedError
 
 __all__ = ["camserve_error_response", "error_response", "install_error_handlers", "status_for"]
 
 logger = logging.getLogger(__name__)
 
-STATUS_BY_ERROR: tuple[tuple[type[errors.CamserveError], int], ...] = (
-    (errors.TooManyPixelsError, 413),
-    (errors.UnsupportedImageModeError, 415),
-    (errors.ImageError, 400),
-    (service_errors.ModelLoadError, 400),
-    (service_errors.ModelControlError, 400),
-    (service_errors.UnauthorizedError, 401),
-    (errors.UnknownModelError, 404),
-    (service_errors.UnknownJobError, 404),
-    (service_errors.ReportsOffError, 404),
-    (service_errors.PayloadTooLargeError, 413),
-    (service_errors.UnsupportedMediaTypeError, 415),
-    (service_errors.ImageFieldMissingError, 400),
-    (errors.ExplanationError, 422),
-    (service_errors.OverDeadlineError, 422),
-    (service_errors.QueueFullError, 429),
-    (service_errors.NotReadyError, 503),
-    (service_errors.ModelUnavailableError, 503),
-    (service_errors.ShuttingDownError, 503),
-    (service_errors.DeadlineExceededError, 504),
-    (task_images.ImageReferenceRefusedError, 400),
-    (task_images.ImageFetchTimeoutError, 504),
-    (task_images.ImageFetchFailedError, 502),
-)
-"""First match wins, so subclasses come before their bases."""
-
 
 def status_for(error: errors.CamserveError) -> int:
-    for error_type, status in STATUS_BY_ERROR:
-        if isinstance(error, error_type):
-            return status
-    return 500
+    """The status of the answer to ``error``: its class's ``http_status``."""
+    return error.http_status
 
 
 def error_response(
@@ -81,15 +49,8 @@ async def _camserve_error(_request: Request, error: Exception) -> JSONResponse:
 
 def camserve_error_response(error: errors.CamserveError) -> JSONResponse:
     """The documented answer to a camserve error: its status, JSON body and headers."""
-    status = status_for(error)
-    headers: dict[str, str] = {}
-    if isinstance(error, service_errors.QueueFullError):
-        headers["Retry-After"] = str(error.retry_after_s)
-    if isinstance(error, service_errors.NotReadyError | service_errors.ShuttingDownError):
-        headers["Retry-After"] = "5"
-    if isinstance(error, service_errors.UnauthorizedError):
-        headers["WWW-Authenticate"] = error.challenge
-    return error_response(status, error.code, str(error), headers or None)
+    headers = error.http_headers()
+    return error_response(status_for(error), error.code, str(error), headers or None)
 
 
 async def _validation_error(request: Request, error: Exception) -> JSONResponse:

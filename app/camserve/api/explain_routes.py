@@ -47,15 +47,15 @@ __all__ = ["router"]
 router = APIRouter(tags=["explanations"])
 
 
-async def _run(
+async def _explain_uncached(
     request: Request,
     service: Service,
-    wanted: ExplainRequest,
+    asked: ExplainRequest,
     lookup: AnswerLookup | None = None,
 ) -> Outcome:
     """Validate, hold a queue slot (429 before any byte of the upload is read), read, look the
     answer up when ``lookup`` is given (``AnswerFound`` when cached), explain."""
-    valid = service.validate(wanted)
+    valid = service.validate(asked)
     return await explain_in_slot(
         request, service, valid, _image_of(request, service, lookup, valid)
     )
@@ -73,16 +73,16 @@ def _image_of(
     return image
 
 
-async def _answered(
+async def _answer_through_cache(
     request: Request,
     service: Service,
-    wanted: ExplainRequest,
+    asked: ExplainRequest,
     lookup: AnswerLookup,
     answer: Answer,
 ) -> Response:
     """``answer`` of the explained request, kept in the answer cache; or, when the request
     prefers it (``Prefer: respond-async``), its job's ``202 Accepted`` at once."""
-    valid = service.validate(wanted)
+    valid = service.validate(asked)
     image = _image_of(request, service, lookup, valid)
 
     async def kept(outcome: Outcome) -> Response:
@@ -121,7 +121,7 @@ async def cam(
 ) -> Response:
     lookup = AnswerLookup.of(request, service, params)
     answer = partial(_overlay_answer, service, params)
-    return await _answered(request, service, params.to_request(), lookup, answer)
+    return await _answer_through_cache(request, service, params.to_request(), lookup, answer)
 
 
 async def _overlay_answer(service: Service, params: CamParams, outcome: Outcome) -> Response:
@@ -167,37 +167,40 @@ async def _overlay_answer(service: Service, params: CamParams, outcome: Outcome)
     f"lists the {DEFAULT_PREDICTIONS} most likely classes (or top_k, when larger) unless the "
     "`predictions` parameter gives another count.",
 )
-async def explain_cached(
+async def post_explain(
     request: Request,
     params: Annotated[ExplainParams, Query()],
     service: ServiceDep,
 ) -> Response:
-    wanted = _wanted(params)
+    """The ``POST /v1/explain`` handler: the answer cache first, then a computed answer (kept
+    there), or an asynchronous job."""
+    contents = _entry_contents(params)
 
     async def answer(outcome: Outcome) -> Response:
-        response = await _explained(request, service, (params, wanted), outcome)
+        response = await _explain_response(request, service, (params, contents), outcome)
         return ImageJSONResponse(
             response.model_dump(mode="json", exclude_none=True),
             headers=computed_by(outcome),
         )
 
     lookup = AnswerLookup.of(request, service, params)
-    return await _answered(request, service, params.to_request(), lookup, answer)
+    return await _answer_through_cache(request, service, params.to_request(), lookup, answer)
 
 
-async def explain(
+async def uncached_explain_response(
     request: Request, params: ExplainParams, service: Service, answer: Response
 ) -> ExplainResponse:
     """``/v1/explain``'s answer computed without the cache, its version in ``answer``'s
     headers (KServe's explain runs each instance through it)."""
-    wanted = _wanted(params)
-    outcome = await _run(request, service, params.to_request())
+    contents = _entry_contents(params)
+    outcome = await _explain_uncached(request, service, params.to_request())
     answer.headers.update(computed_by(outcome))
-    return await _explained(request, service, (params, wanted), outcome)
+    return await _explain_response(request, service, (params, contents), outcome)
 
 
-def _wanted(params: ExplainParams) -> _Wanted:
-    return _Wanted(
+def _entry_contents(params: ExplainParams) -> _EntryContents:
+    """What the query asks each entry of the answer to carry."""
+    return _EntryContents(
         params.format,
         params.included(),
         parse_threshold(params.threshold),
@@ -205,18 +208,18 @@ def _wanted(params: ExplainParams) -> _Wanted:
     )
 
 
-async def _explained(
+async def _explain_response(
     request: Request,
     service: Service,
-    asked: tuple[ExplainParams, _Wanted],
+    asked: tuple[ExplainParams, _EntryContents],
     outcome: Outcome,
 ) -> ExplainResponse:
     """``/v1/explain``'s answer, with what the query's ``include`` lists."""
-    params, wanted = asked
+    params, contents = asked
     encode_started = time.monotonic()
     explanations = await asyncio.gather(
         *(
-            _explained_class(service, outcome, (maps_index, entry), wanted)
+            _explained_class(service, outcome, (maps_index, entry), contents)
             for maps_index, maps in enumerate(outcome.result.maps)
             for entry in range(maps.heatmaps.shape[0])
         )
@@ -272,7 +275,7 @@ async def _segments(service: Service, outcome: Outcome) -> list[Segment] | None:
 
 
 @dataclass(frozen=True)
-class _Wanted:
+class _EntryContents:
     """What every entry of one ``/v1/explain`` answer carries, read from its query once."""
 
     format: ImageFormat
@@ -286,7 +289,7 @@ class _Wanted:
 
 
 async def _explained_class(
-    service: Service, outcome: Outcome, position: tuple[int, int], wanted: _Wanted
+    service: Service, outcome: Outcome, position: tuple[int, int], contents: _EntryContents
 ) -> ExplainedClass:
     """The entry for one (layer, method) and one of its maps, carrying what the request's
     ``include`` lists. A class-agnostic method has one map, named after the first explained
@@ -295,7 +298,7 @@ async def _explained_class(
     result = outcome.result
     maps = result.maps[maps_index]
     class_index = result.targets[rank]
-    included = wanted.included
+    included = contents.included
     dense = result.dense
     explained = dense.explained[rank] if dense is not None and dense.explained else None
     entry = ExplainedClass(
@@ -315,13 +318,16 @@ async def _explained_class(
     overlay = maps.require_overlays()[rank] if "overlay" in included else None
     heatmap = maps.heatmaps[rank] if "heatmap" in included else None
     entry.overlay, entry.heatmap = await asyncio.gather(
-        _base64_of(service, overlay, wanted.format), _base64_of(service, heatmap, "png")
+        _base64_of(service, overlay, contents.format), _base64_of(service, heatmap, "png")
     )
     if entry.overlay is not None:
-        entry.overlay_media_type = MEDIA_TYPES[wanted.format]
-    if wanted.regions:
+        entry.overlay_media_type = MEDIA_TYPES[contents.format]
+    if contents.regions:
         regions = await service.in_pool(
-            find_regions, maps.heatmaps[rank], wanted.threshold, largest_only=wanted.largest_only
+            find_regions,
+            maps.heatmaps[rank],
+            contents.threshold,
+            largest_only=contents.largest_only,
         )
         await _add_regions(service, entry, regions, included)
     return entry

@@ -1,9 +1,9 @@
 """JSON answers that carry images as base64 strings, serialised by orjson.
 
-An ``/v1/explain`` answer holds its overlays and heatmaps as base64 text: 4.4 MB for seven
-methods on a 640×480 upload. FastAPI's default serialiser (Pydantic's) escapes such strings at
-about half a gigabyte per second, 10 ms for that answer on the event loop; orjson checks them
-with vector instructions and writes the same JSON in a fraction of a millisecond.
+An ``/v1/explain`` answer holds its overlays and heatmaps as base64 text, megabytes of it for
+several methods. FastAPI's default serialiser (Pydantic's) escapes such strings character by
+character on the event loop; orjson checks them with vector instructions and writes the same
+JSON many times faster (docs/benchmarks.md, "How seven methods came under 1.5×").
 """
 
 from __future__ import annotations

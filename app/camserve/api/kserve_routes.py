@@ -151,7 +151,7 @@ async def _explain_instances(
     disconnect = _SharedDisconnect(request)
     try:
         return await _all_or_first_error(
-            explain_routes.explain(
+            explain_routes.uncached_explain_response(
                 _image_request(request, image, disconnect), params, service, Response()
             )
             for image in images

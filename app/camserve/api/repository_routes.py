@@ -14,19 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
 from camserve.api.auth import require_admin_key
 from camserve.api.deps import ServiceDep
-from camserve.api.errors import camserve_error_response, status_for
-from camserve.engine.errors import CamserveError
+from camserve.api.v2_errors import InvalidInferenceRequestError, ProtocolRoute
 from camserve.serving.served_models import ServedModel
 
 __all__ = ["router"]
@@ -36,39 +32,21 @@ UNLOAD_PARAMETERS_TAKEN = frozenset({"unload_dependents"})
 """Triton's client sends it; camserve's models have no dependents."""
 
 
-class RepositoryRequestError(ValueError):
+class RepositoryRequestError(InvalidInferenceRequestError):
     """A body the extension cannot take: 400."""
 
 
-class ProtocolErrorRoute(APIRoute):
-    """Answers every refusal, its dependencies' included (the admin key), as ``{"error": ...}``
-    with camserve's status for it; faults (500) go to the app's handler, which logs them."""
+class RepositoryRoute(ProtocolRoute):
+    """The V2 routes' answers to refusals, its dependencies' included (the admin key), keeping
+    only the auth challenge of camserve's own answer's headers."""
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def protocol_errors(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except RepositoryRequestError as error:
-                return JSONResponse({"error": str(error)}, status_code=400)
-            except CamserveError as error:
-                if status_for(error) == 500:
-                    raise
-                own = camserve_error_response(error)
-                challenge = own.headers.get("www-authenticate")
-                headers = {"WWW-Authenticate": challenge} if challenge else None
-                return JSONResponse(
-                    {"error": str(error)}, status_code=own.status_code, headers=headers
-                )
-
-        return protocol_errors
+    kept_headers = ("www-authenticate",)
 
 
 router = APIRouter(
     prefix="/v2/repository",
     tags=["model repository (v2)"],
-    route_class=ProtocolErrorRoute,
+    route_class=RepositoryRoute,
     dependencies=[Depends(require_admin_key)],
 )
 

@@ -1,10 +1,8 @@
 """Errors of the V2 routes in the protocol's shape, ``{"error": "<message>"}``.
 
-The status is the one camserve gives the same failure on its own routes
-(``app/camserve/api/errors.py``:
-400 bad image, 401 API key, 404 unknown model, 413, 415, 422 invalid parameter, 429 with
-``Retry-After``, 503, 504), and 400 for a request the protocol itself refuses (a malformed
-inference header, an input or output the model does not have, binary data that does not add up).
+The status is the one camserve gives the same failure on its own routes (the error class's
+``http_status``), and 400 for a request the protocol itself refuses (a malformed inference
+header, an input or output the model does not have, binary data that does not add up).
 """
 
 from __future__ import annotations
@@ -21,9 +19,6 @@ from camserve.engine.errors import CamserveError
 
 __all__ = ["InvalidInferenceRequestError", "ProtocolRoute", "protocol_error"]
 
-KEPT_HEADERS = ("retry-after", "www-authenticate")
-"""Headers of camserve's own error answers that the protocol's answer keeps."""
-
 
 class InvalidInferenceRequestError(ValueError):
     """A request the protocol's rules refuse: 400."""
@@ -37,6 +32,9 @@ class ProtocolRoute(APIRoute):
     """A route whose errors, its dependencies' included (the API key), answer in the
     protocol's shape. Faults (500) still go to the app's handler, which logs them."""
 
+    kept_headers: tuple[str, ...] = ("retry-after", "www-authenticate")
+    """Headers of camserve's own error answers that the protocol's answer keeps."""
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
@@ -48,12 +46,11 @@ class ProtocolRoute(APIRoute):
             except CamserveError as error:
                 if status_for(error) == 500:
                     raise
-                return _camserve_error(error)
+                return self._camserve_error(error)
 
         return protocol_errors
 
-
-def _camserve_error(error: CamserveError) -> Response:
-    own = camserve_error_response(error)
-    headers = {name: own.headers[name] for name in KEPT_HEADERS if name in own.headers}
-    return protocol_error(own.status_code, str(error), headers or None)
+    def _camserve_error(self, error: CamserveError) -> Response:
+        own = camserve_error_response(error)
+        kept = {name: own.headers[name] for name in self.kept_headers if name in own.headers}
+        return protocol_error(own.status_code, str(error), kept or None)

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
     from camserve.engine.images.preprocess import Preprocessing
     from camserve.engine.images.render import RenderedImage
     from camserve.engine.methods import METHODS
+    from camserve.engine.run_control import RunControl
 
 __all__ = ["METHODS", "CamEngine", "CamMaps", "Explanation", "Preprocessing", "RenderedImage"]
+__all__ += ["RunControl"]
 
 _MODULE_OF = {
     "CamEngine": "camserve.engine.engine",
@@ -25,6 +27,7 @@ _MODULE_OF = {
     "Preprocessing": "camserve.engine.images.preprocess",
     "RenderedImage": "camserve.engine.images.render",
     "METHODS": "camserve.engine.methods",
+    "RunControl": "camserve.engine.run_control",
 }
 
 

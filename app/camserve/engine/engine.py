@@ -14,6 +14,7 @@ whose gradient at a layer is zero gets its all-zero map, flagged in ``CamMaps.em
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from functools import cached_property, partial
 
 import torch
@@ -47,13 +48,15 @@ from camserve.engine.results import (
     images_per_pair,
     repeat_for_targets,
 )
-from camserve.engine.score_cam import MaskedPasses, MaskedProgress, MaskedRun, layer_share
+from camserve.engine.run_control import RunControl
+from camserve.engine.score_cam import MaskedPasses, MaskedRun, layer_share
 from camserve.engine.targets import Targets, TargetSpec, chooser, class_index
 
 __all__ = ["BatchExplanation", "CamEngine", "CamMaps", "CamResults", "Explanation", "ImageInput"]
-__all__ += ["TargetSpec", "Targets"]
+__all__ += ["RunControl", "TargetSpec", "Targets"]
 
 DEFAULT_SCORE_CAM_BATCH = 64
+RUN_TO_THE_END = RunControl()
 
 
 class CamEngine:
@@ -186,22 +189,18 @@ class CamEngine:
         *,
         top_k: int = 1,
         layers: Sequence[str] | None = None,
-        checkpoint: Callable[[], None] = never_stop,
-        channel_budget: int | None = None,
-        prior: PriorPass | None = None,
-        progress: MaskedProgress | None = None,
+        control: RunControl = RUN_TO_THE_END,
     ) -> CamResults:
         """Every method's maps on every layer for a preprocessed batch ``inputs`` (B, 3, h, w),
-        from one hooked forward pass and at most one backward pass (none with a ``prior`` pass
-        on these inputs, whose targets are already chosen).
+        from one hooked forward pass and at most one backward pass (none with a
+        ``control.prior`` pass on these inputs, whose targets are already chosen).
 
         ``targets`` gives each image's class (index or label) or classes, or ``None`` for its
         ``top_k`` predictions; or a (B,) / (B, K) tensor of indices. A class-agnostic method
-        (Eigen-CAM) gets one map per image, (B, 1, h, w). ``checkpoint`` is called after the
-        pass, between Score-CAM chunks and after each method; it raises to abandon the call.
-        ``fused`` fuses each method's maps over ``fusion_layers``; Score-CAM scores at most
-        ``channel_budget`` channels per image and layer when given (``progress``: its chunks);
-        with ``fusion_augment``, ``fused`` is averaged over views in the same (new) pass."""
+        (Eigen-CAM) gets one map per image, (B, 1, h, w). ``fused`` fuses each method's maps
+        over ``fusion_layers``; with ``fusion_augment``, ``fused`` is averaged over views in the
+        same (new) pass. ``control`` stops, budgets and follows the call (``RunControl``)."""
+        checkpoint, prior = control.checkpoint, control.prior
         specs = list(dict.fromkeys(get_method(name) for name in methods))
         requested = list(dict.fromkeys(layers or [self.layer]))
         layer_names = fusion.layers_to_capture(requested, self.fusion_layers)
@@ -215,8 +214,8 @@ class CamEngine:
         results = CamResults(captured.logits, captured.targets, {}, captured=captured)
         known = {} if prior is None else prior.maps
         for index, layer_name in enumerate(layer_names):
-            share = layer_share(progress, index, len(layer_names))
-            masked = MaskedRun(self.masked_passes, channel_budget, share)
+            share = layer_share(control.progress, index, len(layer_names))
+            masked = MaskedRun(self.masked_passes, control.channel_budget, share)
             context = self._context(captured, layer_name, checkpoint, masked)
             empty = None if context.gradients is None else empty_gradient_flags(context.gradients)
             for spec in specs:
@@ -280,10 +279,7 @@ class CamEngine:
         layers: Sequence[str] | None = None,
         options: Sequence[RenderOptions] | None = None,
         wanted: Sequence[Collection[str]] | None = None,
-        checkpoint: Callable[[], None] = never_stop,
-        channel_budget: int | None = None,
-        prior: PriorPass | None = None,
-        progress: MaskedProgress | None = None,
+        control: RunControl = RUN_TO_THE_END,
     ) -> BatchExplanation:
         """The one pipeline: preprocess ``images`` ((3, H, W) uint8 on the engine's device),
         compute every method on every layer, and render each (layer, method) over the originals
@@ -291,22 +287,16 @@ class CamEngine:
 
         ``wanted`` names, per image, the methods to render for it (default: all of ``methods``):
         a batch mixing requests for different methods renders each image's own methods only;
-        ``prior`` is an earlier pass on these images (see ``compute_all``)."""
-        prior = None if fusion.augments(self.fusion_augment, layers or [self.layer]) else prior
+        ``control`` as in ``compute_all`` (its ``prior`` unused when views are augmented)."""
+        if fusion.augments(self.fusion_augment, layers or [self.layer]):
+            control = replace(control, prior=None)
+        prior = control.prior
         if prior is None or prior.runs_the_model([get_method(name) for name in methods]):
             batch = self.preprocessing(images, self.device)
         else:  # no method reads the model input: it need not be prepared
             batch = self.preprocessing.unfilled(len(images), self.device)
         results = self.compute_all(
-            batch,
-            methods,
-            targets,
-            top_k=top_k,
-            layers=layers,
-            checkpoint=checkpoint,
-            channel_budget=channel_budget,
-            prior=prior,
-            progress=progress,
+            batch, methods, targets, top_k=top_k, layers=layers, control=control
         )
         per_image = list(options) if options is not None else [RenderOptions()] * len(images)
         maps = {key: cams.layer_maps for key, cams in results.maps.items()}

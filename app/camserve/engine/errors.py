@@ -24,11 +24,14 @@
 The errors of the service around the engine (a request refused, too large, too early or too
 late) extend ``ServiceError`` in ``camserve.serving.errors``; the engine never raises them.
 
-Every class carries a short machine-readable ``code`` (used as the HTTP error code) and
+Every class carries a short machine-readable ``code`` (used as the HTTP error code) and its
+``http_status`` (defined here and in the modules that extend the tree, nowhere else), and
 inherits ``ValueError`` where the fault lies in a value the caller passed.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 __all__ = [
     "CamserveError",
@@ -56,12 +59,21 @@ class CamserveError(Exception):
     """Base of every error camserve raises on purpose."""
 
     code = "camserve_error"
+    http_status: ClassVar[int] = 500
+    """The HTTP status of the answer to this error, on camserve's routes and the protocol
+    routes alike; 500 (a fault: a generic message, the traceback logged) unless a class
+    refuses a request on purpose."""
+
+    def http_headers(self) -> dict[str, str]:
+        """The headers of the answer to this error (none unless a class adds some)."""
+        return {}
 
 
 class ImageError(CamserveError, ValueError):
     """The data is not an image camserve can explain."""
 
     code = "bad_image"
+    http_status = 400
 
 
 class NotAnImageError(ImageError):
@@ -74,10 +86,12 @@ class TruncatedImageError(ImageError):
 
 class TooManyPixelsError(ImageError):
     code = "too_many_pixels"
+    http_status = 413
 
 
 class UnsupportedImageModeError(ImageError):
     code = "unsupported_image_mode"
+    http_status = 415
 
 
 class ModelError(CamserveError):
@@ -106,6 +120,7 @@ class ExplanationError(CamserveError, ValueError):
     """The request asks for something this model or method cannot give."""
 
     code = "invalid_parameter"
+    http_status = 422
 
 
 class UnknownLayerError(ExplanationError):
@@ -132,3 +147,4 @@ class ServiceError(CamserveError):
 
 class UnknownModelError(ServiceError, LookupError):
     code = "unknown_model"
+    http_status = 404

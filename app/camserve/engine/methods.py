@@ -342,9 +342,9 @@ def _orientation(component: Tensor) -> Tensor:
 
 def _first_principal_axis(centred: Tensor) -> Tensor:
     """The first right singular vector (B, C) of ``centred`` (B, N, C), from the eigenvectors
-    of the smaller of its two Gram matrices: a symmetric eigenproblem of min(N, C) rows, where
-    a singular value decomposition costs ten times more (a 7x7 map of 2048 channels: 0.4 ms
-    against 3.8 ms per image on 2 CPU cores). With fewer positions than channels, the left
+    of the smaller of its two Gram matrices: a symmetric eigenproblem of min(N, C) rows, much
+    cheaper than a singular value decomposition (docs/benchmarks.md, "Measurements behind
+    smaller choices in the code"). With fewer positions than channels, the left
     vector u of the positions' Gram matrix gives the right one as centredᵀu (scaled to unit
     length); either way only the direction matters, the sign is fixed by the caller."""
     positions, channels = centred.shape[-2:]

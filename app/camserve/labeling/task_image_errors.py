@@ -24,6 +24,7 @@ class ImageReferenceRefusedError(TaskImageError, ValueError):
     its root, or a source this server is not configured for."""
 
     code = "image_reference_refused"
+    http_status = 400
 
 
 class ImageDestinationRefusedError(ImageReferenceRefusedError):
@@ -37,6 +38,7 @@ class ImageFetchFailedError(TaskImageError):
     """The image's source failed: an HTTP error status, a refused connection, a broken reply."""
 
     code = "image_fetch_failed"
+    http_status = 502
 
     def __init__(self, message: str, upstream_status: int | None = None) -> None:
         super().__init__(message)
@@ -47,3 +49,4 @@ class ImageFetchTimeoutError(ImageFetchFailedError, TimeoutError):
     """The image's source did not deliver it within the time limit."""
 
     code = "image_fetch_timeout"
+    http_status = 504

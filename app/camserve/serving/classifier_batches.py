@@ -14,6 +14,7 @@ from dataclasses import replace
 from camserve.engine.engine import CamEngine
 from camserve.engine.fusion import augments, layers_to_capture
 from camserve.engine.results import PriorPass
+from camserve.engine.run_control import RunControl
 from camserve.serving.classifier_results import job_results
 from camserve.serving.jobs import Job, JobResult, progress_of
 from camserve.serving.kept_passes import kept_from, prior_for, stacked
@@ -96,10 +97,12 @@ def explain_jobs(
         layers=key.layers,
         options=[job.render for job in jobs],
         wanted=[job.methods for job in jobs],
-        checkpoint=checkpoint(jobs),
-        channel_budget=key.channel_budget,
-        prior=prior,
-        progress=progress_of(jobs) if key.score_cam else None,
+        control=RunControl(
+            checkpoint=checkpoint(jobs),
+            channel_budget=key.channel_budget,
+            prior=prior,
+            progress=progress_of(jobs) if key.score_cam else None,
+        ),
     )
     results = job_results(explained, jobs, started, key.ranks)
     if passes is not None:

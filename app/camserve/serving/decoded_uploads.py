@@ -3,9 +3,10 @@
 A person who asks for another method, class or colormap of a photo (the page, a script looping
 over methods, Label Studio opening a task again) sends the same bytes each time. The decoded
 pixels and their digest (what the kept passes are found by) are kept under the sha256 of the
-file's bytes, bounded in bytes, least recently used first: a repeated 640 x 480 JPEG then costs
-a sha256 of its bytes (tens of microseconds) instead of a decode and a pixel hash (about 4 ms on
-one core). The pixels are only ever read after decoding, so one tensor serves every request.
+file's bytes, bounded in bytes, least recently used first: a repeated upload then costs a
+sha256 of its bytes instead of a decode and a pixel hash, far more (docs/benchmarks.md,
+"Decoded uploads"). The pixels are only ever read after decoding, so one tensor serves every
+request.
 """
 
 from __future__ import annotations

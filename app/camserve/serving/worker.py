@@ -56,10 +56,10 @@ from camserve.serving.jobs import (
 from camserve.serving.live_versions import Explainer, LiveVersion, VersionTable, free_memory
 from camserve.serving.pass_store import PassStore
 from camserve.serving.prometheus import Metrics
-from camserve.serving.queue_door import QueueDoor
+from camserve.serving.queue_slots import QueueSlots
 from camserve.serving.segmenter_jobs import is_segmenter
 from camserve.serving.slices import Pause, Slicer
-from camserve.serving.version_news import VersionNews
+from camserve.serving.version_announcer import VersionAnnouncer
 
 __all__ = [
     "PREDICTIONS",
@@ -80,7 +80,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class BatchingWorker(QueueDoor):
+class BatchingWorker(QueueSlots):
     """Owns the engines of one device and serialises every forward/backward pass in its thread,
     which sets its own ``torch_threads`` (OpenMP's count belongs to each thread; 0: default)."""
 
@@ -123,7 +123,7 @@ class BatchingWorker(QueueDoor):
         self.batch_seconds = 0.0
         """Exponential moving average of a batch's duration, for Retry-After estimates."""
         self._idle_work = IdleWork()
-        self.news = VersionNews()
+        self.version_announcer = VersionAnnouncer()
         """Tells its observer of every version made current (at start and later) and removal."""
 
     # ------------------------------------------------------------------ caller side
@@ -169,7 +169,7 @@ class BatchingWorker(QueueDoor):
             self._versions.install(name, live)
             dropped = self._versions.drop_unpinned(self._queue)
         free_memory(dropped)
-        self.news.installed(name, live, previous)
+        self.version_announcer.installed(name, live, previous)
 
     def remove(self, name: str) -> None:
         """Take ``name`` out of service: no new job is pinned to it; those already queued or
@@ -178,7 +178,7 @@ class BatchingWorker(QueueDoor):
             self._versions.remove(name)
             dropped = self._versions.drop_unpinned(self._queue)
         free_memory(dropped)
-        self.news.removed(name)
+        self.version_announcer.removed(name)
 
     def run_when_idle(self, work: Callable[[], T]) -> Future[T]:
         """Run ``work`` (one small unit: a pass of a few images) on the worker's thread once no
@@ -248,7 +248,7 @@ class BatchingWorker(QueueDoor):
             for name, live in installed.items():
                 self._versions.install(name, live)
         for name, live in installed.items():
-            self.news.installed(name, live)
+            self.version_announcer.installed(name, live)
 
     def _after_batch(self) -> None:
         """Drop the versions that only the finished batch still needed."""
@@ -314,23 +314,23 @@ class BatchingWorker(QueueDoor):
         for job in batch:
             if not job.cancelled and job.deadline <= now:
                 job.resolve(DeadlineExceededError("the request's deadline passed in the queue"))
-        live = [job for job in batch if job.wanted(now)]
-        if not live:
+        wanted_jobs = [job for job in batch if job.wanted(now)]
+        if not wanted_jobs:
             return
         started = time.monotonic()
-        for job in live:
+        for job in wanted_jobs:
             job.started = True
         try:
-            results = self._compute(live, started)
+            results = self._compute(wanted_jobs, started)
         except BatchAbandonedError:
-            logger.info("batch of %d abandoned: no job still wants its result", len(live))
+            logger.info("batch of %d abandoned: no job still wants its result", len(wanted_jobs))
             self._metrics.batches_abandoned.inc()
-            for job in live:
+            for job in wanted_jobs:
                 job.resolve(DeadlineExceededError("the request's deadline passed"))
             return
         except Exception as error:
-            logger.exception("batch of %d failed (%s)", len(live), live[0].key)
-            for job in live:
+            logger.exception("batch of %d failed (%s)", len(wanted_jobs), wanted_jobs[0].key)
+            for job in wanted_jobs:
                 job.resolve(error)
             return
         finally:
@@ -338,9 +338,9 @@ class BatchingWorker(QueueDoor):
             self.batch_seconds = (
                 elapsed if not self.batch_seconds else (0.8 * self.batch_seconds + 0.2 * elapsed)
             )
-        self._metrics.batch_size.observe(len(live))
+        self._metrics.batch_size.observe(len(wanted_jobs))
         self._metrics.record_device_memory()
-        for job, result in zip(live, results, strict=True):
+        for job, result in zip(wanted_jobs, results, strict=True):
             if isinstance(result, BaseException):
                 job.resolve(result)
                 continue

@@ -45,18 +45,20 @@ def reports(tmp_path: Path, *, audit: bool = True) -> tuple[ExplanationReports, 
 
 def test_each_new_version_is_queued_and_a_bare_engine_is_unsupported(tmp_path: Path) -> None:
     kept, worker = reports(tmp_path)
-    assert worker.news.observer is kept
+    assert worker.version_announcer.observer is kept
     first = LiveVersion(small_engine(), served("v1"))
-    worker.news.installed("small", first)
+    worker.version_announcer.installed("small", first)
     assert kept.report_of(served("v1"))["state"] == "queued"
-    worker.news.installed("small", LiveVersion(small_engine(), served("v2")), first)
+    worker.version_announcer.installed("small", LiveVersion(small_engine(), served("v2")), first)
     body = kept.report_of(served("v2"))
     assert (body["model_version"], body["state"], body["progress"]) == ("v2", "queued", 0.0)
     assert len(kept._jobs) == 1  # v1's queued report was dropped for v2's
-    worker.news.installed("small", LiveVersion(small_engine(), served("v3", "segmentation")))
+    worker.version_announcer.installed(
+        "small", LiveVersion(small_engine(), served("v3", "segmentation"))
+    )
     assert kept.report_of(served("v3", "segmentation"))["state"] == "queued"
     assert len(kept._jobs) == 1  # v3's replaced v2's
-    worker.news.installed("small", LiveVersion(small_engine()))
+    worker.version_announcer.installed("small", LiveVersion(small_engine()))
     body = kept.report_of(served(""))
     assert body["state"] == "unsupported"
     assert body["message"] == "a bare engine, served under no manifest, has no report"
@@ -65,14 +67,14 @@ def test_each_new_version_is_queued_and_a_bare_engine_is_unsupported(tmp_path: P
 
 def test_a_removed_model_has_no_report_left(tmp_path: Path) -> None:
     kept, worker = reports(tmp_path)
-    worker.news.installed("small", LiveVersion(small_engine(), served("v1")))
-    worker.news.removed("small")
+    worker.version_announcer.installed("small", LiveVersion(small_engine(), served("v1")))
+    worker.version_announcer.removed("small")
     assert len(kept._jobs) == 0
     assert kept.report_of(served("v1"))["stage"] == ""  # a placeholder: nothing known
 
 
 def test_reports_off_observe_nothing_and_answer_an_error(tmp_path: Path) -> None:
     kept, worker = reports(tmp_path, audit=False)
-    assert worker.news.observer is None
+    assert worker.version_announcer.observer is None
     with pytest.raises(ReportsOffError, match="CAMSERVE_AUDIT=false"):
         kept.report_of(served("v1"))

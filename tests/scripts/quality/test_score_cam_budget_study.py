@@ -10,6 +10,7 @@ import torch
 
 from camserve.engine.engine import CamEngine
 from camserve.engine.fusion import FUSED_LAYER
+from camserve.engine.run_control import RunControl
 from camserve.quality.composites import composites
 from camserve.quality.real_model import efficientnet_lite0, efficientnet_lite0_engine
 from scripts.quality.score_cam_budget_study import (
@@ -92,7 +93,7 @@ def test_fused_from_its_layers_maps_is_the_engines_fused_map(engine: CamEngine) 
         [METHOD],
         [explained.target],
         layers=[FUSED_LAYER],
-        channel_budget=SMALL,
+        control=RunControl(channel_budget=SMALL),
     )
     assert_float32_close(ours, results[(FUSED_LAYER, METHOD)].raw_maps, NETWORK)
 

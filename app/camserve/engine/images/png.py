@@ -8,13 +8,11 @@ of the pixel to its left), computed with NumPy in one vectorised pass.
 
 Why not OpenCV's or Pillow's encoder: both compress through the system's zlib, whose deflate is
 the slowest part of an answer with many overlays. zlib-ng's is about twice as fast for the same
-bytes (a 640×480 overlay, Huffman-only: 2.4 ms / 434 kB against OpenCV's 4.9 ms / 433 kB; a
-greyscale heatmap at level 2: 0.45 ms / 26 kB against 0.9 ms / 30 kB), and neither encoder lets
-the caller choose the zlib library. Greyscale heatmaps and masks go through Intel's ISA-L
-deflate (python-isal) instead, whose level 1 packs them as small as zlib-ng's level 2 in well
-under half the time (a 640×480 heatmap: 0.19 ms / 27 kB against 0.49 ms / 26 kB); on colour
-overlays ISA-L is barely faster than Huffman-only and its files are 4 % larger. See
-docs/benchmarks.md.
+bytes, and neither encoder lets the caller choose the zlib library. Greyscale heatmaps and masks
+go through Intel's ISA-L deflate (python-isal) instead, whose level 1 packs them about as small
+as zlib-ng's level 2 in well under half the time; on colour overlays ISA-L is barely faster than
+Huffman-only and its files are larger. The measurements: docs/benchmarks.md, "How seven methods
+came under 1.5×" and "Less CPU per answer".
 """
 
 from __future__ import annotations

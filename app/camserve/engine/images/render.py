@@ -94,7 +94,7 @@ def _normalize_in_place(values: Tensor) -> Tensor:
     shape = values.shape
     values = torch.nan_to_num_(values, nan=0.0, posinf=0.0, neginf=0.0).flatten(-2)
     # amin and amax separately: on the CPU they are vectorised, where aminmax over a dimension
-    # is about ten times slower (0.9 ms against 0.07 ms for a 640x480 map).
+    # is not (docs/benchmarks.md#measurements-behind-smaller-choices-in-the-code).
     low, high = values.amin(dim=-1, keepdim=True), values.amax(dim=-1, keepdim=True)
     span = high - low
     flat = span <= FLAT_TOLERANCE * torch.maximum(high.abs(), low.abs())
@@ -130,7 +130,7 @@ def render(
     for size, indices in group_by_size(images).items():
         group = positive[indices]
         # (N, H, W, 3) rows, as the overlays are laid out: a plain copy for decoded uploads,
-        # whose pixels are already stored so (a transposing copy of 1 ms a 640×480 photo saved).
+        # whose pixels are already stored so (no transposing copy of the photo).
         originals = torch.stack([images[i].permute(1, 2, 0) for i in indices])
         images_out = _render_group(
             group, originals, size, alpha, table, placement=placement, blend=overlays
@@ -258,9 +258,9 @@ def _render_group(
     weighted_originals = originals.float().mul_(1 - alpha)
     if full.device.type == "cpu":
         # One map at a time: on a CPU the float intermediates of a whole batch outgrow the
-        # caches and page in fresh memory at every call (7 maps at 640×480: 20 ms against
-        # 10 ms on one core). The originals come as rows (see ``render``), since adding them
-        # strided is 4× slower.
+        # caches and page in fresh memory at every call. The originals come as rows (see
+        # ``render``), since adding them strided is slower (both measured in
+        # docs/benchmarks.md#measurements-behind-smaller-choices-in-the-code).
         for image, rank in product(range(full.shape[0]), range(full.shape[1])):
             at = (image, rank)
             _blend_into(
@@ -297,5 +297,6 @@ def _quantise_into(values: Tensor, heatmaps: Tensor) -> None:
 def _rounded(values: Tensor) -> Tensor:
     """Values in [0, 255] rounded (half to even) to int16, ready to copy into uint8: on a CPU
     torch converts float32 to int16 with vector instructions but to uint8 one element at a
-    time, and the int16 → uint8 copy is cheap: 2-3× faster than the direct conversion."""
+    time, and the int16 → uint8 copy is cheap: faster than the direct conversion
+    (docs/benchmarks.md#measurements-behind-smaller-choices-in-the-code)."""
     return values.round_().to(torch.int16)

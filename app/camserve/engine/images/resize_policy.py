@@ -149,8 +149,8 @@ def place_maps(maps: Tensor, placement: Placement) -> Tensor:
     (for ``stretch`` what ``F.interpolate(..., align_corners=False)`` gives, to float rounding),
     padding left out, and zero where a pixel's centre falls outside the frame (cropped away by
     ``shorter-side``). Computed as two small matrix products, (H, h) · map · (w, W): on a CPU
-    four times faster than ``F.interpolate`` for seven 7 × 7 maps at 640 × 480 (0.35 ms
-    against 1.5 ms).
+    several times faster than ``F.interpolate`` (docs/benchmarks.md, "How seven methods came
+    under 1.5×").
     """
     rows = _sampling_matrix(placement, 0, int(maps.shape[-2]), maps.device, maps.dtype)
     cols = _sampling_matrix(placement, 1, int(maps.shape[-1]), maps.device, maps.dtype)

@@ -1,11 +1,12 @@
 """A model's 4-D weights in two memory layouts, switched by swapping tensors instead of copying.
 
-``model.to(memory_format=...)`` copies every convolution weight at each switch: about 3 ms each
-way for EfficientNet-Lite0 on one CPU core. Score-CAM's masked passes run channels-last and
-short batches run between their chunks in the model's usual layout, so a long batch beside a
-stream of short ones would switch twice per short batch. ``WeightLayouts`` keeps the
-channels-last copy of each 4-D parameter and buffer from the first switch on (the convolution
-weights' size again in memory) and switches by pointing each one's ``.data`` at the other copy.
+``model.to(memory_format=...)`` copies every convolution weight at each switch (its cost:
+docs/benchmarks.md, "The nearest boundary, no weight copies"). Score-CAM's masked passes run
+channels-last and short batches run between their chunks in the model's usual layout, so a
+long batch beside a stream of short ones would switch twice per short batch. ``WeightLayouts``
+keeps the channels-last copy of each 4-D parameter and buffer from the first switch on (the
+convolution weights' size again in memory) and switches by pointing each one's ``.data`` at the
+other copy.
 
 A weight changed in place since its copy was made (its version counter moved) or replaced (its
 storage moved, as ``model.to(device)`` does) gets a fresh copy at the next switch, so a copy

@@ -5,8 +5,9 @@ solved jointly over all removed pixels of an image, plus a little Gaussian noise
 pytorch-grad-cam's ``NoisyLinearImputer`` (the ROAD authors' code) sets the sparse system up
 entry by entry in a ``lil_matrix``; here it is built in a few vectorised steps and solved by the
 same sparse direct solver (SuperLU), with the same result to float32 precision
-(``tests/quality/audit/test_road.py``). The setup then costs a few milliseconds; the solve stays
-the cost: from about 0.05 s (10 % of a 256 × 256 image removed) to 0.8 s (90 %).
+(``tests/quality/audit/test_road.py``). The setup then costs little next to the solve, which
+grows with the share of pixels removed
+(docs/benchmarks.md#measurements-behind-smaller-choices-in-the-code).
 """
 
 from __future__ import annotations

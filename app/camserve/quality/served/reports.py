@@ -92,7 +92,7 @@ class ExplanationReports:
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="camserve-reports", daemon=True)
         if self.enabled:
-            worker.news.observer = self
+            worker.version_announcer.observer = self
 
     # ------------------------------------------------------------------ any thread
 

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from camserve.serving.live_versions import LiveVersion
 
-__all__ = ["VersionNews", "VersionObserver"]
+__all__ = ["VersionAnnouncer", "VersionObserver"]
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ class VersionObserver(Protocol):
         """``name`` is served no more."""
 
 
-class VersionNews:
+class VersionAnnouncer:
     """Tells the ``observer``, if any, outside the worker's lock; an observer's fault is
     logged, never raised into a load or the worker."""
 
@@ -36,10 +36,10 @@ class VersionNews:
     def removed(self, name: str) -> None:
         self._tell(lambda observer: observer.removed(name))
 
-    def _tell(self, news: Callable[[VersionObserver], None]) -> None:
+    def _tell(self, message: Callable[[VersionObserver], None]) -> None:
         if self.observer is None:
             return
         try:
-            news(self.observer)
+            message(self.observer)
         except Exception:
             logger.exception("the version observer failed")

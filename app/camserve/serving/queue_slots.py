@@ -10,10 +10,10 @@ from camserve.serving.errors import QueueFullError, ShuttingDownError
 from camserve.serving.fair_queue import FairQueue
 from camserve.serving.jobs import Reservation
 
-__all__ = ["QueueDoor"]
+__all__ = ["QueueSlots"]
 
 
-class QueueDoor:
+class QueueSlots:
     """What the worker sets up: its lock, queue, state and batch statistics."""
 
     _condition: threading.Condition
