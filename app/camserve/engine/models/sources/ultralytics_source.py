@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -38,6 +38,9 @@ from numpy.typing import NDArray
 from torch import Tensor, nn
 
 from camserve.engine.errors import ManifestError
+
+if TYPE_CHECKING:
+    from camserve.engine.models.manifest import ModelSpec
 
 __all__ = [
     "DEFAULT_IMAGE_SIZE",
@@ -50,6 +53,7 @@ __all__ = [
     "import_ultralytics",
     "letterbox",
     "load_yolo",
+    "load_yolo_manifest",
     "logits_with_graph",
     "scale_boxes",
     "suppress",
@@ -140,6 +144,14 @@ def load_yolo(path: Path) -> YoloModel:
     return YoloModel(
         module, module.model[-1], names, stride, (int(size[0]), int(size[1])), path.name
     )
+
+
+def load_yolo_manifest(spec: ModelSpec) -> YoloModel:
+    """The YOLO model of a ``source = "ultralytics"`` manifest: its local weights file."""
+    try:
+        return load_yolo(spec.resolve_path(spec.weights))
+    except ManifestError as error:
+        raise ManifestError(f"model {spec.name!r}: {error}") from error
 
 
 def letterbox(model: YoloModel, image: NDArray[np.uint8]) -> Tensor:
