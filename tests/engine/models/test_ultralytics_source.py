@@ -71,3 +71,17 @@ def test_ultralytics_settings_the_user_gave_are_kept(tmp_path: Path) -> None:
 
     assert report["autoinstall"] is True
     assert report["settings"] == str(config / "Ultralytics" / "settings.json")
+
+
+def test_the_server_and_the_engine_import_no_ultralytics() -> None:
+    """AGPL-3.0 code runs only where a manifest asks for a YOLO model (docs/yolo.md)."""
+    code = (
+        "import sys\nimport camserve.api.application, camserve.engine.detection_maps\n"
+        "import camserve.engine.models.yolo_pass\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'ultralytics'))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+
+    assert completed.stdout.strip().splitlines()[-1] == "[]"
