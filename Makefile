@@ -97,8 +97,8 @@ test: $(STAMP) $(YOLO_STAMP) $(LS_STAMP) $(FO_STAMP) $(KS_STAMP)
 THREAD_SHAKE_TESTS := tests/engine tests/api tests/serving tests/quality/test_evaluate.py \
 	tests/cli/test_remote_explainer.py tests/integration/test_model_sources.py
 
-test-threads: $(STAMP)
-	CAMSERVE_TEST_THREADS=2 OMP_NUM_THREADS=2 GOMP_SPINCOUNT=10000 \
+test-threads: $(STAMP) $(YOLO_STAMP)
+	CAMSERVE_TEST_YOLO=1 CAMSERVE_TEST_THREADS=2 OMP_NUM_THREADS=2 GOMP_SPINCOUNT=10000 \
 		$(BIN)/python -m pytest $(THREAD_SHAKE_TESTS)
 
 # The same tests again under two of MKL's code paths (MKL_CBWR), one run each: MKL picks its
@@ -111,10 +111,10 @@ test-threads: $(STAMP)
 # first part does.
 MKL_BRANCHES ?= COMPATIBLE AVX2
 
-test-mkl: $(STAMP)
+test-mkl: $(STAMP) $(YOLO_STAMP)
 	@set -e; for branch in $(MKL_BRANCHES); do \
 		echo "== MKL_CBWR=$$branch"; \
-		MKL_CBWR=$$branch $(BIN)/python -m pytest -q -n 2 --dist loadfile $(THREAD_SHAKE_TESTS); \
+		CAMSERVE_TEST_YOLO=1 MKL_CBWR=$$branch $(BIN)/python -m pytest -q -n 2 --dist loadfile $(THREAD_SHAKE_TESTS); \
 	done
 
 # The speed shake, both directions, as the thread and MKL shakes shake rounding: no test's

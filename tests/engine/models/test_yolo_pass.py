@@ -64,11 +64,13 @@ def test_each_detection_is_its_anchors_best_class_logit_through_the_sigmoid(
     model = load_yolo(yolo_files[name])
     run = run_yolo(model, noise_image(1), conf=CONF)
     found = run.detections
+    # The forward autograd records is another code path: with two threads torch picks other
+    # kernels there, and a score may differ from the detection pass's in its last bit.
     logits = logits_with_graph(model, run.inputs)[1][0].detach()
 
     at_anchors = logits[:, found.anchors]
     assert_identical(at_anchors.argmax(dim=0), found.labels)
-    assert_identical(at_anchors.amax(dim=0).sigmoid(), found.scores)
+    assert_float32_close(at_anchors.amax(dim=0).sigmoid(), found.scores, NETWORK)
 
 
 def _naive_grad_cams(
