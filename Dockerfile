@@ -33,7 +33,7 @@ ARG VARIANT=cpu
 ARG EXTRAS=""
 ARG TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
 WORKDIR /build
-COPY pyproject.toml constraints.txt ./
+COPY pyproject.toml constraints.txt constraints-yolo.txt ./
 COPY client/pyproject.toml ./client/
 COPY client/camserve_client/VERSION ./client/camserve_client/
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -45,7 +45,10 @@ RUN python -m venv "$VIRTUAL_ENV" \
        elif [ "$VARIANT" != "cuda" ]; then \
          echo "VARIANT must be cpu or cuda, not '$VARIANT'" >&2; exit 1; \
        fi \
-    && pip install -c constraints.txt ./client ".${EXTRAS:+[$EXTRAS]}" \
+    && pip install -c constraints.txt -c constraints-yolo.txt ./client ".${EXTRAS:+[$EXTRAS]}" \
+    && if [[ ",$EXTRAS," == *,yolo,* ]]; then \
+         pip install --no-deps -c constraints-yolo.txt ultralytics; \
+       fi \
     && pip uninstall --yes camserve camserve-client
 
 # --- the application: the two wheels built from the sources and installed, on top of the

@@ -11,6 +11,7 @@ FO_VENV ?= .venv-fiftyone
 FO_STAMP := $(FO_VENV)/.installed-stamp
 KS_VENV ?= .venv-kserve
 KS_STAMP := $(KS_VENV)/.installed-stamp
+YOLO_STAMP := $(VENV)/.yolo-stamp
 
 .PHONY: serve test test-threads test-mkl test-speed wheel-check wheels labelstudio-e2e image-check lint typecheck check clean
 
@@ -55,6 +56,16 @@ $(KS_STAMP): constraints-kserve.txt
 	$(KS_VENV)/bin/python -m pip install --quiet -c constraints-kserve.txt kserve
 	touch $(KS_STAMP)
 
+# Ultralytics YOLO (the `yolo` extra, docs/yolo.md) in the development environment: its other
+# requirements from the extra, then ultralytics itself with --no-deps, so that its requirement of
+# opencv-python never installs a second cv2 over opencv-python-headless.
+$(YOLO_STAMP): $(STAMP) constraints-yolo.txt
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
+		-c constraints-yolo.txt -e ./client -e '.[dev,yolo]'
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		-c constraints-yolo.txt ultralytics
+	@touch $(YOLO_STAMP)
+
 serve: $(SERVE_STAMP)
 	$(BIN)/camserve serve
 
@@ -68,9 +79,9 @@ PARALLEL_TESTS := tests/engine tests/quality tests/api tests/serving tests/cli t
 	tests/deploy tests/scripts tests/benchmarks tests/harness $(wildcard tests/test_*.py)
 SERIAL_TESTS := tests/integration tests/web tests/cluster tests/client tests/dataset tests/gpu
 TEST_ENV = LABEL_STUDIO_BIN=$(abspath $(LS_VENV))/bin/label-studio \
-	FIFTYONE_VENV=$(abspath $(FO_VENV)) KSERVE_VENV=$(abspath $(KS_VENV))
+	FIFTYONE_VENV=$(abspath $(FO_VENV)) KSERVE_VENV=$(abspath $(KS_VENV)) CAMSERVE_TEST_YOLO=1
 
-test: $(STAMP) $(LS_STAMP) $(FO_STAMP) $(KS_STAMP)
+test: $(STAMP) $(YOLO_STAMP) $(LS_STAMP) $(FO_STAMP) $(KS_STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest -n 2 --dist loadfile $(PARALLEL_TESTS); first=$$?; \
 		$(TEST_ENV) $(BIN)/python -m pytest $(SERIAL_TESTS) && exit $$first
 
@@ -86,8 +97,8 @@ test: $(STAMP) $(LS_STAMP) $(FO_STAMP) $(KS_STAMP)
 THREAD_SHAKE_TESTS := tests/engine tests/api tests/serving tests/quality/test_evaluate.py \
 	tests/cli/test_remote_explainer.py tests/integration/test_model_sources.py
 
-test-threads: $(STAMP)
-	CAMSERVE_TEST_THREADS=2 OMP_NUM_THREADS=2 GOMP_SPINCOUNT=10000 \
+test-threads: $(STAMP) $(YOLO_STAMP)
+	CAMSERVE_TEST_YOLO=1 CAMSERVE_TEST_THREADS=2 OMP_NUM_THREADS=2 GOMP_SPINCOUNT=10000 \
 		$(BIN)/python -m pytest $(THREAD_SHAKE_TESTS)
 
 # The same tests again under two of MKL's code paths (MKL_CBWR), one run each: MKL picks its
@@ -100,10 +111,10 @@ test-threads: $(STAMP)
 # first part does.
 MKL_BRANCHES ?= COMPATIBLE AVX2
 
-test-mkl: $(STAMP)
+test-mkl: $(STAMP) $(YOLO_STAMP)
 	@set -e; for branch in $(MKL_BRANCHES); do \
 		echo "== MKL_CBWR=$$branch"; \
-		MKL_CBWR=$$branch $(BIN)/python -m pytest -q -n 2 --dist loadfile $(THREAD_SHAKE_TESTS); \
+		CAMSERVE_TEST_YOLO=1 MKL_CBWR=$$branch $(BIN)/python -m pytest -q -n 2 --dist loadfile $(THREAD_SHAKE_TESTS); \
 	done
 
 # The speed shake, both directions, as the thread and MKL shakes shake rounding: no test's

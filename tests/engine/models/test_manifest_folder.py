@@ -22,7 +22,7 @@ BROKEN = {
     "bad-source.toml": (
         f'name = "src"\n{GOOD}source = "keras"\n',
         "src",
-        "field 'source': Input should be 'torchvision', 'timm' or 'huggingface'",
+        "field 'source': Input should be 'torchvision', 'timm', 'huggingface' or 'ultralytics'",
     ),
     "bad-task.toml": (
         f'name = "task"\n{GOOD}task = "captioning"\n',

@@ -118,6 +118,12 @@ def load_dense_model(spec: ModelSpec) -> LoadedDenseModel:
 
 
 def _load(spec: ModelSpec) -> LoadedDenseModel:
+    if spec.source == "ultralytics":
+        raise ManifestError(
+            "source 'ultralytics' models load with "
+            "camserve.engine.models.sources.ultralytics_source.load_yolo_manifest; "
+            "camserve does not serve them yet (issue 55)"
+        )
     task = spec.task
     if task == "classification" or spec.architecture not in FAMILIES[task]:
         choices = ", ".join(FAMILIES.get(task, ()))

@@ -3,7 +3,8 @@
 A manifest names the model, where its architecture and weights come from::
 
     name = "resnet50"
-    source = "torchvision"         # optional: "torchvision" (default), "timm" or "huggingface"
+    source = "torchvision"         # optional: "torchvision" (default), "timm", "huggingface"
+                                   # or "ultralytics" (models/ultralytics_manifest.py)
     architecture = "resnet50"      # the source's model name (Hugging Face: a model id or folder)
     weights = "IMAGENET1K_V2"      # a pretrained tag, "random", or a .pt/.pth/.safetensors file,
                                    # or "package:<package>/<file>" inside an installed package
@@ -50,6 +51,7 @@ from pydantic_core import ErrorDetails
 from camserve.engine.errors import ManifestError
 from camserve.engine.images.resize_policy_names import ResizePolicy
 from camserve.engine.models.packaged import KeyMap, is_packaged, parse_packaged
+from camserve.engine.models.ultralytics_manifest import ultralytics_defaults, ultralytics_problem
 
 if TYPE_CHECKING:
     from camserve.engine.images.preprocess import Preprocessing
@@ -66,7 +68,7 @@ __all__ = [
     "read_labels_file",
 ]
 
-Source = Literal["torchvision", "timm", "huggingface"]
+Source = Literal["torchvision", "timm", "huggingface", "ultralytics"]
 Task = Literal["classification", "detection", "segmentation"]
 
 DEFAULT_MODELS_DIR = Path("models")
@@ -120,6 +122,11 @@ class ModelSpec(BaseModel):
     the manifest's folder); default: the shipped samples named after the model, else the sample
     photos. Not part of the model's version: it changes no answer."""
     source_dir: Path | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source_defaults(cls, data: Any) -> Any:
+        return ultralytics_defaults(data)
 
     @field_validator("name")
     @classmethod
@@ -208,8 +215,11 @@ class ModelSpec(BaseModel):
         sized = [name for name in ("min_size", "max_size") if getattr(self, name) is not None]
         if sized and self.task != "detection":
             raise ValueError(f"{sized[0]} applies to task = 'detection' only")
-        if self.task != "classification" and self.source != "torchvision":
+        if self.task != "classification" and self.source in ("timm", "huggingface"):
             raise ValueError(f"task {self.task!r} needs source = 'torchvision'")
+        problem = ultralytics_problem(self.model_dump())
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def resolve_path(self, value: str | Path) -> Path:
