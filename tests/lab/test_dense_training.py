@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from camserve.engine.models.shapes_dense import ShapesSegmenter
-from camserve.quality import dense_training
+from camserve_lab import dense_training
 from camserve_lab.dense_training import (
     SEGMENTER_INPUT,
     DenseTrainingConfig,
