@@ -18,7 +18,7 @@ from camserve_lab.foreign_scenes import PHOTOS
 from camserve_lab.object_scenes import DENSE_LABELS
 from camserve_lab.textures import TRAINING_PHOTOS
 
-QUALITY = Path(__file__).resolve().parents[2] / "app" / "camserve" / "quality"
+LAB = Path(__file__).resolve().parents[2] / "lab" / "camserve_lab"
 DENSE_TRAINING_SIDE = (
     "dense_training.py", "object_scenes.py", "scenes.py", "textures.py", "target_styles.py"
 )  # fmt: skip
@@ -67,7 +67,7 @@ def test_the_background_is_a_photo() -> None:
 
 def test_nothing_that_draws_or_trains_the_dense_models_imports_a_foreign_generator() -> None:
     for name in DENSE_TRAINING_SIDE:
-        tree = ast.parse((QUALITY / name).read_text())
+        tree = ast.parse((LAB / name).read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         assert not {m for m in imported if m and "foreign" in m}, name
 

@@ -12,7 +12,7 @@ import numpy as np
 from camserve_lab.foreign_scenes import ASPECTS, foreign_scene, foreign_scenes
 from camserve_lab.scenes import SHAPES
 
-QUALITY = Path(__file__).resolve().parents[2] / "app" / "camserve" / "quality"
+LAB = Path(__file__).resolve().parents[2] / "lab" / "camserve_lab"
 TRAINING_SIDE = ("scenes.py", "textures.py", "target_styles.py", "training.py")
 
 
@@ -56,7 +56,7 @@ def test_the_background_is_a_photo_not_a_flat_texture() -> None:
 
 def test_nothing_that_draws_or_trains_on_training_scenes_imports_the_foreign_generator() -> None:
     for name in TRAINING_SIDE:
-        tree = ast.parse((QUALITY / name).read_text())
+        tree = ast.parse((LAB / name).read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)} | {
             alias.name
             for node in ast.walk(tree)

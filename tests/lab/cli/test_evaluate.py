@@ -190,7 +190,7 @@ def test_eval_help_lists_its_options() -> None:
 
 
 def test_a_detector_is_refused_with_the_commands_that_explain_it(tmp_path: Path) -> None:
-    shipped = Path(__file__).resolve().parents[2] / "models"
+    shipped = Path(__file__).resolve().parents[3] / "models"
     arguments = ["eval", "--scenes", "2", "--model", "shapes-detector", "-o", str(tmp_path)]
     result = runner.invoke(cli, [*arguments, "--models-dir", str(shipped)])
     assert result.exit_code == 1
