@@ -16,7 +16,9 @@ YOLO_STAMP := $(VENV)/.yolo-stamp
 .PHONY: serve test test-threads test-mkl test-speed wheel-check wheels labelstudio-e2e image-check lint typecheck check clean
 
 # `make serve` installs what serving needs: camserve and its client, editable, with their runtime
-# dependencies pinned by constraints.txt. `make test` adds the development set on top.
+# dependencies pinned by constraints.txt. `make test` adds the development set and the lab
+# (camserve-lab, lab/: the scene generators, training and studies, `camserve eval`,
+# `train-demo` and `train-dense`) on top.
 $(SERVE_STAMP): pyproject.toml client/pyproject.toml $(VERSION_FILE) constraints.txt
 	@echo "Setting up $(VENV) to serve (first run only, about 2 minutes)..."
 	@$(PYTHON) -m venv $(VENV)
@@ -25,10 +27,10 @@ $(SERVE_STAMP): pyproject.toml client/pyproject.toml $(VERSION_FILE) constraints
 		-e ./client -e .
 	@touch $(SERVE_STAMP)
 
-$(STAMP): $(SERVE_STAMP)
+$(STAMP): $(SERVE_STAMP) lab/pyproject.toml
 	@echo "Adding the development tools to $(VENV) (first run only, about 2-3 minutes)..."
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
-		-e ./client -e '.[dev]'
+		-e ./client -e '.[dev]' -e ./lab
 	@touch $(STAMP)
 
 # A real Label Studio for the end-to-end test, in its own environment (its pins clash with ours).
@@ -75,8 +77,8 @@ serve: $(SERVE_STAMP)
 # the tests whose live servers answer against each other's timing, the browsers, the Ray
 # clusters, Label Studio and FiftyOne. Both parts always run; `make test` fails if either does.
 # tests/test_makefile.py checks that every test folder is in one of them.
-PARALLEL_TESTS := tests/engine tests/quality tests/api tests/serving tests/cli tests/labeling \
-	tests/deploy tests/scripts tests/benchmarks tests/harness $(wildcard tests/test_*.py)
+PARALLEL_TESTS := tests/engine tests/quality tests/lab tests/api tests/serving tests/cli \
+	tests/labeling tests/deploy tests/scripts tests/benchmarks tests/harness $(wildcard tests/test_*.py)
 SERIAL_TESTS := tests/integration tests/web tests/cluster tests/client tests/dataset tests/gpu
 TEST_ENV = LABEL_STUDIO_BIN=$(abspath $(LS_VENV))/bin/label-studio \
 	FIFTYONE_VENV=$(abspath $(FO_VENV)) KSERVE_VENV=$(abspath $(KS_VENV)) CAMSERVE_TEST_YOLO=1
@@ -161,8 +163,8 @@ image-check: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/hadolint Dockerfile
-	$(BIN)/ruff check app client tests benchmarks deploy scripts
-	$(BIN)/ruff format --check app client tests benchmarks deploy scripts
+	$(BIN)/ruff check app client lab tests benchmarks deploy scripts
+	$(BIN)/ruff format --check app client lab tests benchmarks deploy scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -1,7 +1,7 @@
 """Images per second of ``camserve explain-dataset`` with 1 and 2 actors against
 ``camserve explain`` (one process) on the same folder, in the same run.
 
-The folder: generated shapes scenes (``app/camserve/quality/scenes.py``) explained by the demo model
+The folder: generated shapes scenes (``lab/camserve_lab/scenes.py``) explained by the demo model
 (``models/shapes.toml``) with Grad-CAM, top-1. The peers, each with one torch thread:
 
 - ``cli``: ``python -m camserve explain FOLDER -o OUT`` in its own process (``OMP_NUM_THREADS=1``),
@@ -49,8 +49,8 @@ sys.path.insert(0, str(REPO))
 from benchmarks.http_throughput import load_average, machine_line  # noqa: E402
 from camserve.dataset.explained import ExplainOptions  # noqa: E402
 from camserve.dataset.job import DatasetJob, explain_dataset  # noqa: E402
-from camserve.quality.scenes import scene_at, square_settings  # noqa: E402
 from camserve.serving.served_models import find_spec  # noqa: E402
+from camserve_lab.scenes import scene_at, square_settings  # noqa: E402
 from tests.harness.ray_cluster import local_ray  # noqa: E402
 
 MODELS = REPO / "models"

@@ -4,7 +4,7 @@ request, in one run (docs/benchmarks.md; their pointing: docs/quality.md).
 A request here is what the engine does for one uploaded image: preprocessing, the hooked pass
 (and backward pass), the maps and the rendered overlay at the image's size, one image per call,
 as a request that names no method gets it. The images are the first four tuning composites
-(four canvas shapes). Each candidate of ``camserve.quality.default_candidates`` runs as served:
+(four canvas shapes). Each candidate of ``camserve_lab.default_candidates`` runs as served:
 
 * a fusion of layers: an engine with those ``fusion_layers``, ``layer=fused``;
 * ``+ mirror``: the same with ``fusion_augment = ["hflip"]`` (both views in one batch);
@@ -37,10 +37,10 @@ from camserve.engine.engine import CamEngine
 from camserve.engine.fusion import FUSED_LAYER
 from camserve.engine.images.render import RenderOptions, render_together
 from camserve.engine.models.registry import LoadedModel
-from camserve.quality.composites import composites
-from camserve.quality.default_candidates import CANDIDATES, SERVED, Candidate, mean_on_finest
-from camserve.quality.pointing import composite_tensor
-from camserve.quality.real_model import efficientnet_lite0
+from camserve_lab.composites import composites
+from camserve_lab.default_candidates import CANDIDATES, SERVED, Candidate, mean_on_finest
+from camserve_lab.pointing import composite_tensor
+from camserve_lab.real_model import efficientnet_lite0
 
 REFERENCE = CANDIDATES[0].name
 IMAGES = 4

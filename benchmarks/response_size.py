@@ -32,7 +32,7 @@ from PIL import Image
 from camserve.api.application import create_app
 from camserve.api.schemas import DEFAULT_INCLUDE, INCLUDE_OPTIONS
 from camserve.config import Settings
-from camserve.quality.scenes import scene_at
+from camserve_lab.scenes import scene_at
 
 WIDTH, HEIGHT = 1200, 900
 QUERY = {"method": "gradcam,gradcam++,layercam", "top_k": "3", "regions": "all"}

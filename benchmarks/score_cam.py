@@ -43,8 +43,8 @@ from camserve.engine.engine import CamEngine
 from camserve.engine.images.preprocess import Preprocessing
 from camserve.engine.models.devices import AUTOCAST_DTYPES, resolve_device, synchronize
 from camserve.engine.run_control import RunControl
-from camserve.quality.real_model import efficientnet_lite0
 from camserve.serving.score_cam_cost import measure_score_cam_cost
+from camserve_lab.real_model import efficientnet_lite0
 
 BATCH = 64
 """Masked inputs per forward pass, both sides (camserve's default)."""

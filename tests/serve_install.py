@@ -4,9 +4,9 @@
 dependencies and the client's, and what they require in turn, nothing of the extras or of the
 development set. ``serve_distributions`` walks those requirements through the installed
 distributions' metadata; ``modules_outside_the_serve_install`` names the top-level modules that
-only other distributions give (pytest, ray, the extras' packages), and ``without_them`` is a
-``sitecustomize.py`` that makes importing any of them fail, in a process and in every process it
-starts, as in a plain serve install.
+only other distributions give (pytest, ray, the extras' packages, the lab), and
+``write_sitecustomize`` writes a ``sitecustomize.py`` that makes importing any of them fail, in a
+process and in every process it starts, as in a plain serve install.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV_SEEDS = ("pip", "setuptools")
 """What ``python -m venv`` puts in every environment before ``make serve`` installs anything."""
 OWN = ("camserve", "camserve-client")
+LAB = "camserve_lab"
+"""The lab's package: never part of the serve install, whether camserve-lab is installed here
+(``make test``) or only on the path."""
 
 
 def canonical(name: str) -> str:
@@ -76,7 +79,7 @@ def modules_outside_the_serve_install() -> list[str]:
             continue
         if not {canonical(provider) for provider in providers} & serving:
             outside.append(module)
-    return sorted(outside)
+    return sorted({*outside, LAB})
 
 
 def write_sitecustomize(folder: Path) -> Path:

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from camserve.quality.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scene_at
 from camserve.web.routes import SAMPLES_DIR
+from camserve_lab.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scene_at
 
 TINY_LABELS = [f"shape {i}" for i in range(10)]
 

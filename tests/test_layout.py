@@ -1,13 +1,18 @@
-"""The package layout that docs/design.md describes: imports only run down its table."""
+"""The package layout that docs/design.md describes: imports only run down its table, from the
+lab (camserve-lab, ``lab/camserve_lab``, which the server never imports) to the client."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app" / "camserve"
+LAB = ROOT / "lab" / "camserve_lab"
 LAYERS = [
+    "lab",
     "cli",
     "dataset",
     "cluster",
@@ -28,6 +33,8 @@ def package_of(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] == "camserve_client":
         return "client"
+    if parts[0] == "camserve_lab":
+        return "lab"
     if parts[0] != "camserve" or len(parts) < 2:
         return None
     return parts[1] if parts[1] in LAYERS else None
@@ -46,8 +53,8 @@ def imported_modules(path: Path) -> list[str]:
 
 def test_no_package_imports_one_above_it() -> None:
     upward = []
-    for path in sorted(APP.rglob("*.py")):
-        own = package_of("camserve." + ".".join(path.relative_to(APP).with_suffix("").parts))
+    for path in [*sorted(APP.rglob("*.py")), *sorted(LAB.rglob("*.py"))]:
+        own = package_of(module_name(path))
         if own is None:
             continue
         for module in imported_modules(path):
@@ -59,9 +66,14 @@ def test_no_package_imports_one_above_it() -> None:
 
 def test_the_design_document_lists_the_same_order() -> None:
     design = (ROOT / "docs" / "design.md").read_text()
-    rows = [line for line in design.splitlines() if line.startswith(("| `app/", "| `client/"))]
+    rows = [
+        line
+        for line in design.splitlines()
+        if line.startswith(("| `lab/", "| `app/", "| `client/"))
+    ]
     listed = [
         row.split("`")[1]
+        .removeprefix("lab/camserve_")
         .removeprefix("app/camserve/")
         .removeprefix("client/camserve_")
         .removesuffix(".py")
@@ -108,9 +120,9 @@ def test_the_engine_folder_holds_only_the_compute_core_and_its_two_groups() -> N
     assert len([name for name in top if name.endswith(".py")]) <= 12
 
 
-LIMITED_FOLDERS = (APP, ROOT / "client", ROOT / "deploy")
-"""The folders whose Python modules are held to ``MAX_MODULE_LINES``: the app, its client, and
-the code that ships beside them (the CVAT function)."""
+LIMITED_FOLDERS = (APP, ROOT / "client", ROOT / "lab", ROOT / "deploy")
+"""The folders whose Python modules are held to ``MAX_MODULE_LINES``: the app, its client, the
+lab, and the code that ships beside them (the CVAT function)."""
 
 
 def test_no_module_is_longer_than_the_limit() -> None:
@@ -124,10 +136,10 @@ def test_no_module_is_longer_than_the_limit() -> None:
 
 
 def module_name(path: Path) -> str:
-    """``app/camserve/serving/worker.py`` → ``camserve.serving.worker``; a package's
-    ``__init__.py`` → the
-    package."""
-    parts = path.relative_to(APP.parent).with_suffix("").parts
+    """``app/camserve/serving/worker.py`` → ``camserve.serving.worker`` (``lab/camserve_lab/...``
+    → ``camserve_lab...``); a package's ``__init__.py`` → the package."""
+    root = LAB.parent if path.is_relative_to(LAB) else APP.parent
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -145,8 +157,8 @@ def imported_app_modules(path: Path, known: set[str]) -> set[str]:
     return imported & known
 
 
-def import_graph() -> dict[str, set[str]]:
-    paths = {module_name(path): path for path in sorted(APP.rglob("*.py"))}
+def import_graph(package: Path) -> dict[str, set[str]]:
+    paths = {module_name(path): path for path in sorted(package.rglob("*.py"))}
     known = set(paths)
     return {module: imported_app_modules(path, known) - {module} for module, path in paths.items()}
 
@@ -175,11 +187,26 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
     return []
 
 
-def test_no_app_modules_import_each_other_in_a_circle() -> None:
-    assert find_cycle(import_graph()) == []
+@pytest.mark.parametrize("package", [APP, LAB], ids=["camserve", "camserve_lab"])
+def test_no_modules_import_each_other_in_a_circle(package: Path) -> None:
+    assert find_cycle(import_graph(package)) == []
 
 
 def test_the_cycle_finder_finds_a_circle_through_three_modules() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycle(graph) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_the_product_never_imports_the_lab() -> None:
+    """Not even inside a function: the server's wheel does not carry camserve_lab. The command
+    line names the lab's command modules as strings (``cli/lazy_commands.py``) and imports one
+    only when it runs."""
+    importing = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted(APP.rglob("*.py"))
+        for module in imported_modules(path)
+        if module.split(".")[0] == "camserve_lab"
+    ]
+    assert importing == []
+    assert package_of("camserve_lab.cli.train") == "lab"

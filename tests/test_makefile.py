@@ -43,11 +43,11 @@ def test_the_environment_set_up_announces_itself_and_keeps_pip_quiet(tmp_path: P
     ]
     assert completed.stderr == ""
     pip_calls = calls.read_text().splitlines()
-    assert len(pip_calls) == 3  # pip itself, what serving needs, the development set
+    assert len(pip_calls) == 3  # pip itself, what serving needs, the development set and lab
     assert all(call.startswith("-m pip install --quiet") for call in pip_calls)
     assert "-e ./client -e ." in pip_calls[1]
-    assert pip_calls[1].rstrip().endswith("-e .")  # make serve: no development extra
-    assert pip_calls[2].rstrip().endswith("-e .[dev]")
+    assert pip_calls[1].rstrip().endswith("-e .")  # make serve: no development extra, no lab
+    assert pip_calls[2].rstrip().endswith("-e .[dev] -e ./lab")
     assert (venv / ".serve-stamp").is_file()
     assert (venv / ".installed-stamp").is_file()
 

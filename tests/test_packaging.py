@@ -1,8 +1,9 @@
-"""pyproject.toml and client/pyproject.toml build camserve's and its client's editable installs
-(``make serve``'s ``pip install -e``) without a warning: pip prints whatever warning the build
-emits, even when quiet; and both wheels carry the repository's LICENSE. Each build runs here
-through setuptools' own hook, into a temporary folder; no environment is touched. The wheels
-themselves are checked by ``make wheel-check``."""
+"""pyproject.toml, client/pyproject.toml and lab/pyproject.toml build camserve's, its client's and
+its lab's editable installs (``make serve``'s and ``make test``'s ``pip install -e``) without a
+warning: pip prints whatever warning the build emits, even when quiet; and the three wheels carry
+the repository's LICENSE and camserve's one version. Each build runs here through setuptools' own
+hook, into a temporary folder; no environment is touched. The wheels themselves are checked by
+``make wheel-check``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+VERSION = (ROOT / "client" / "camserve_client" / "VERSION").read_text().strip()
 METADATA = """
 import sys
 from setuptools import build_meta
@@ -38,7 +40,7 @@ def copy_project(tmp_path: Path) -> Path:
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, project / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    for folder in ("app", "client", "models"):
+    for folder in ("app", "client", "lab", "models"):
         shutil.copytree(ROOT / folder, project / folder, ignore=ignore, symlinks=True)
     return project
 
@@ -64,7 +66,9 @@ def path_file_of(wheel_path: Path) -> str:
         return wheel.read(path_file).decode().strip()
 
 
-@pytest.mark.parametrize(("folder", "on_path"), [(".", "app"), ("client", "client")])
+@pytest.mark.parametrize(
+    ("folder", "on_path"), [(".", "app"), ("client", "client"), ("lab", "lab")]
+)
 def test_the_editable_build_warns_of_nothing_and_puts_the_source_root_on_the_path(
     tmp_path: Path, folder: str, on_path: str
 ) -> None:
@@ -75,9 +79,10 @@ def test_the_editable_build_warns_of_nothing_and_puts_the_source_root_on_the_pat
     assert path_file_of(wheels / str(built["wheel"])) == str(project / on_path)
 
 
-@pytest.mark.parametrize("folder", [".", "client"])
+@pytest.mark.parametrize("folder", [".", "client", "lab"])
 def test_each_wheel_carries_the_mit_license_of_the_repository(tmp_path: Path, folder: str) -> None:
-    """The wheel's metadata (what its .dist-info holds) names MIT and ships LICENSE."""
+    """The wheel's metadata (what its .dist-info holds) names MIT and ships LICENSE, and
+    carries camserve's one version."""
     project = copy_project(tmp_path)
     metadata = tmp_path / "metadata"
     metadata.mkdir()
@@ -93,6 +98,7 @@ def test_each_wheel_carries_the_mit_license_of_the_repository(tmp_path: Path, fo
 
     assert "License-Expression: MIT" in fields
     assert "License-File: LICENSE" in fields
+    assert f"Version: {VERSION}" in fields
     shipped = (dist_info / "licenses" / "LICENSE").read_text()
     assert shipped == (ROOT / "LICENSE").read_text()
     assert "MIT License\n\nCopyright (c) 2026 the camserve authors\n" in shipped

@@ -45,17 +45,17 @@ from camserve.engine.images.imaging import decode_image
 from camserve.engine.models.dense import load_dense_model
 from camserve.engine.models.registry import load_model
 from camserve.engine.models.segmenters import SegmentationScores
-from camserve.quality.dense_quality import found_shapes
-from camserve.quality.dense_training import scene_tensor, segmenter_batch
-from camserve.quality.object_scenes import (
+from camserve.serving.served_models import find_spec
+from camserve.web.routes import SAMPLES_DIR as SAMPLES_ROOT
+from camserve_lab.dense_quality import found_shapes
+from camserve_lab.dense_training import scene_tensor, segmenter_batch
+from camserve_lab.object_scenes import (
     DENSE_LABELS,
     HELD_OUT_OBJECT_SCENES,
     ObjectScene,
     object_scene_at,
 )
-from camserve.quality.scenes import HELD_OUT_SCENES, SHAPES, Scene, scene_at
-from camserve.serving.served_models import find_spec
-from camserve.web.routes import SAMPLES_DIR as SAMPLES_ROOT
+from camserve_lab.scenes import HELD_OUT_SCENES, SHAPES, Scene, scene_at
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES_DIR = SAMPLES_ROOT / "shapes"

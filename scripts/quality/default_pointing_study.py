@@ -1,6 +1,6 @@
 """Candidate default explanations for EfficientNet-Lite0 on the tuning composites and on the
 held-out ones (docs/quality.md): pointing (15 px) of each candidate in
-``app/camserve/quality/default_candidates.py``, both sets in one run.
+``lab/camserve_lab/default_candidates.py``, both sets in one run.
 
 Usage::
 
@@ -18,10 +18,10 @@ from collections.abc import Iterable
 
 import torch
 
-from camserve.quality.composites import Composite, composites
-from camserve.quality.default_candidates import CANDIDATES, candidate_hits, view_engines
-from camserve.quality.held_out_composites import HELD_OUT
-from camserve.quality.real_model import efficientnet_lite0
+from camserve_lab.composites import Composite, composites
+from camserve_lab.default_candidates import CANDIDATES, candidate_hits, view_engines
+from camserve_lab.held_out_composites import HELD_OUT
+from camserve_lab.real_model import efficientnet_lite0
 
 
 def pointing(images: Iterable[Composite], label: str) -> dict[str, float]:

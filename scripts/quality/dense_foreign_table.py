@@ -1,5 +1,5 @@
 """Print the shape detector's and segmenter's quality on foreign object scenes (a generator they
-never train on, ``app/camserve/quality/foreign_object_scenes.py``) and on the held-out object
+never train on, ``lab/camserve_lab/foreign_object_scenes.py``) and on the held-out object
 scenes, as
 Markdown tables.
 
@@ -18,16 +18,16 @@ from pathlib import Path
 
 from camserve.config import DEFAULT_MODELS_DIR
 from camserve.engine.models.dense import load_dense_model
-from camserve.quality.dense_quality import (
+from camserve.serving.served_models import find_spec
+from camserve_lab.dense_quality import (
     DetectionQuality,
     SegmentationQuality,
     evaluate_detector,
     evaluate_segmenter,
 )
-from camserve.quality.foreign_object_scenes import foreign_object_scenes
-from camserve.quality.held_out_dense import held_out_sets
-from camserve.quality.object_scenes import DENSE_LABELS, ObjectScene
-from camserve.serving.served_models import find_spec
+from camserve_lab.foreign_object_scenes import foreign_object_scenes
+from camserve_lab.held_out_dense import held_out_sets
+from camserve_lab.object_scenes import DENSE_LABELS, ObjectScene
 
 FOREIGN_SEED = 0
 

@@ -27,7 +27,7 @@ import torch
 import torchvision
 from torch import nn
 
-from camserve.quality.dense_training import segmenter_batch
+from camserve_lab.dense_training import segmenter_batch
 from tests.engine.dense_models import DETECTOR_SIZE, detector, scene_images, segmenter
 from tests.engine.models.test_segmenters import LAYER, segmentation_differences
 from tests.engine.test_detection_maps import eigen_cam_differences, float64_differences

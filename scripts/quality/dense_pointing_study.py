@@ -1,5 +1,5 @@
 """Print the pointing game of the shipped shape detector and segmenter on held-out object scenes
-(``app/camserve/quality/dense_pointing.py``) as Markdown tables, per method.
+(``lab/camserve_lab/dense_pointing.py``) as Markdown tables, per method.
 
 Usage::
 
@@ -14,10 +14,10 @@ from camserve.config import DEFAULT_MODELS_DIR
 from camserve.engine.detection_maps import DETECTOR_METHODS
 from camserve.engine.engine import CamEngine
 from camserve.engine.models.dense import load_dense_model
-from camserve.quality.dense_pointing import PointingTally, detector_pointing, segmenter_pointing
-from camserve.quality.held_out_dense import HELD_OUT_SEED
-from camserve.quality.object_scenes import HELD_OUT_OBJECT_SCENES, object_scenes
 from camserve.serving.served_models import find_spec
+from camserve_lab.dense_pointing import PointingTally, detector_pointing, segmenter_pointing
+from camserve_lab.held_out_dense import HELD_OUT_SEED
+from camserve_lab.object_scenes import HELD_OUT_OBJECT_SCENES, object_scenes
 
 
 def table(title: str, tally: PointingTally) -> str:

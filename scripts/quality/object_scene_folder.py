@@ -16,8 +16,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from camserve.quality.held_out_dense import HELD_OUT_SEED
-from camserve.quality.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scenes
+from camserve_lab.held_out_dense import HELD_OUT_SEED
+from camserve_lab.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scenes
 
 
 def write_scene_folder(folder: Path, scenes: list[ObjectScene]) -> Path:

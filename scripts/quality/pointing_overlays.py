@@ -22,9 +22,9 @@ from camserve.engine.engine import CamEngine
 from camserve.engine.fusion import FUSED_LAYER
 from camserve.engine.images.render import RenderOptions
 from camserve.engine.models.manifest import load_manifest
-from camserve.quality.composites import OBJECTS, Composite, composite_at
-from camserve.quality.pointing import composite_tensor
-from camserve.quality.real_model import (
+from camserve_lab.composites import OBJECTS, Composite, composite_at
+from camserve_lab.pointing import composite_tensor
+from camserve_lab.real_model import (
     LAST_BLOCK,
     MANIFEST,
     efficientnet_lite0,

@@ -19,9 +19,9 @@ import time
 import torch
 
 from camserve.engine.images.resize_policy import ResizePolicy
-from camserve.quality.composites import composites
-from camserve.quality.pointing import StudyTally, study_composites
-from camserve.quality.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
+from camserve_lab.composites import composites
+from camserve_lab.pointing import StudyTally, study_composites
+from camserve_lab.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
 from tests.harness.cam_peers import peer_map
 
 METHODS = ("gradcam", "hirescam", "layercam")

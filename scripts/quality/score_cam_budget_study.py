@@ -14,7 +14,7 @@ composite i of a seed is always the same image, so ``--composites`` that many re
 Each composite explains its likeliest accepted class (as the pointing study does). Per (layer,
 budget) it prints one Markdown row: Pearson's r of the budgeted map with the exact one at the
 layer's resolution (both ReLU'd and normalised, as rendered; mean and lowest over the
-composites), the pointing game (15 px, ``camserve.quality.pointing.score_map``) and how often it
+composites), the pointing game (15 px, ``camserve_lab.pointing.score_map``) and how often it
 agrees with the exact map's, RISE deletion and insertion AUC over the model input
 (``deletion_and_insertion_auc``), and the mean seconds of one image's Score-CAM. A ``fused``
 map is ``fuse_maps`` of its layers' maps under the same budget (what ``compute_all`` does for
@@ -40,11 +40,11 @@ from camserve.engine.engine import CamEngine
 from camserve.engine.fusion import FUSED_LAYER, fuse_maps
 from camserve.engine.images.render import normalize_maps, upsample_maps
 from camserve.engine.run_control import RunControl
-from camserve.quality.composites import Composite, composites
 from camserve.quality.evaluate import deletion_and_insertion_auc
-from camserve.quality.pointing import composite_tensor, explained_class, score_map
-from camserve.quality.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
 from camserve.serving.score_cam_cost import measure_score_cam_cost
+from camserve_lab.composites import Composite, composites
+from camserve_lab.pointing import composite_tensor, explained_class, score_map
+from camserve_lab.real_model import LAST_BLOCK, efficientnet_lite0, efficientnet_lite0_engine
 
 METHOD = "scorecam"
 LAYERS = (LAST_BLOCK, "bn2", FUSED_LAYER)

@@ -3,7 +3,8 @@
 The checks, in order, each printed as it passes (a failure stops the run with its reason):
 
 1. ``pip wheel`` builds ``camserve`` and ``camserve-client`` from this tree; neither holds a
-   top-level ``app``; the camserve wheel carries the shipped manifests and checkpoints.
+   top-level ``app``; the camserve wheel carries the shipped manifests and checkpoints, and no
+   module of the lab (``lab/camserve_lab``: its own distribution, camserve-lab).
 2. A fresh virtual environment outside the clone gets the camserve wheel with
    ``constraints.txt`` (its client wheel from the same folder); another gets only the client
    wheel, and torch cannot be imported there.
@@ -32,15 +33,17 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import httpx
 
+from camserve.cli.missing_extras import LAB_INSTALL
 from camserve.web.routes import SAMPLES_DIR
 from tests.harness.live_server import LOOPBACK, ServerProcess, running, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
+LAB = ROOT / "lab" / "camserve_lab"
 VERSION = (ROOT / "client" / "camserve_client" / "VERSION").read_text().strip()
 START_TIMEOUT_S = 300.0
 """Four models load and warm up before /readyz answers 200; minutes on a busy 2-core machine."""
@@ -122,6 +125,23 @@ def check_wheel_contents(server: Path, client: Path) -> None:
     if shipped != expected:
         raise SystemExit(f"the wheel's shipped models are {sorted(shipped)}, not {expected}")
     log(f"the camserve wheel carries the shipped models: {sorted(shipped)}")
+    with zipfile.ZipFile(server) as archive:
+        carried = lab_modules_in(archive.namelist())
+    if carried:
+        raise SystemExit(f"the camserve wheel carries the lab's modules: {carried}")
+    log("the camserve wheel carries no module of the lab")
+
+
+def lab_modules_in(names: Iterable[str]) -> list[str]:
+    """The entries among a wheel's ``names`` that are the lab's: its package ``camserve_lab``,
+    or one of its modules where it sat in camserve before it moved out (a module of the lab's
+    top in ``camserve/quality/``, one of its ``cli/`` in ``camserve/cli/``)."""
+    modules = [path.relative_to(LAB) for path in LAB.rglob("*.py") if path.stem != "__init__"]
+    moved_from = {
+        f"camserve/{'' if module.parts[0] == 'cli' else 'quality/'}{module.as_posix()}"
+        for module in modules
+    }
+    return sorted(name for name in names if name.startswith("camserve_lab/") or name in moved_from)
 
 
 def fresh_environment(path: Path, *requirements: str | Path, constraints: bool) -> Path:
@@ -174,7 +194,7 @@ def check_commands(server_python: Path, client_python: Path, folder: Path) -> No
         raise SystemExit("torch is importable in the client's environment")
     log(f"camserve --version says {said!r}; both packages' metadata say {VERSION}")
     helped = run([camserve, "--help"], cwd=folder)
-    if "camserve[quality]" not in " ".join(helped.split()):
+    if LAB_INSTALL not in " ".join(helped.split()):
         raise SystemExit(f"camserve --help does not say what eval needs:\n{helped}")
     wide = environment_without_camserve({"COLUMNS": "200"})
     listed = run([camserve, "models"], cwd=folder, env=wide)

@@ -20,7 +20,7 @@ from camserve.api.application import create_app
 from camserve.api.schemas import INCLUDE_OPTIONS
 from camserve.engine.images.colormaps import colormap_table
 from camserve.engine.images.regions import Threshold, find_regions
-from camserve.quality.scenes import scene_at
+from camserve_lab.scenes import scene_at
 from tests.api.helpers import (
     PNG,
     decode,

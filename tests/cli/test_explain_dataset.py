@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from camserve.cli import cli
 from camserve.dataset.output_files import read_rows
 from camserve.dataset.run_place import IN_PROCESS_BELOW
-from camserve.quality.scenes import scene_at, square_settings
+from camserve_lab.scenes import scene_at, square_settings
 from tests.support import SHIPPED_MODELS
 
 MODEL = ["--model", "shapes", "--models-dir", str(SHIPPED_MODELS), "--method", "gradcam"]

@@ -1,6 +1,6 @@
 """What ``pip install camserve`` without the development set gives: every command that serving
-or explaining needs imports without the development packages, and a command that needs an extra
-is listed and refused with the ``pip install 'camserve[...]'`` to run."""
+or explaining needs imports without the development packages (nor the lab, camserve-lab), and a
+command that needs an extra or the lab is listed and refused with the ``pip install`` to run."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from camserve.cli.lazy_commands import COMMAND_MODULES
-from camserve.cli.missing_extras import EXTRA_OF_MODULE
+from camserve.cli.missing_extras import INSTALL_OF_MODULE
 from tests.serve_install import modules_outside_the_serve_install
 from tests.test_layout import APP, imported_modules
 
@@ -30,6 +30,8 @@ WITHOUT_THEM = (
 
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+LAB = "pip install ./lab (camserve-lab, in camserve's repository)"
+"""How the lab's commands are installed, as a user reads it."""
 
 
 def run_without_development_packages(
@@ -70,14 +72,14 @@ def test_help_lists_a_command_whose_extra_is_missing_with_what_to_install() -> N
     run_cli = "from camserve.cli.lazy_commands import cli\ncli(['{}'], prog_name='camserve')"
     listing = run_without_development_packages(run_cli.format("--help"))
     assert listing.returncode == 0, listing.stderr
-    assert "needs skimage: pip install 'camserve[quality]'" in " ".join(listing.stdout.split())
+    assert f"needs camserve_lab: {LAB}" in " ".join(listing.stdout.split())
 
     refused = run_without_development_packages(
         "from camserve.cli.lazy_commands import cli\n"
         "cli(['eval', '--scenes', '5', '-o', 'out'], prog_name='camserve')"
     )
     assert refused.returncode == 2
-    assert refused.stderr.strip() == "camserve eval needs skimage: pip install 'camserve[quality]'"
+    assert refused.stderr.strip() == f"camserve eval needs camserve_lab: {LAB}"
 
 
 RUN_EACH = """
@@ -100,9 +102,9 @@ NEEDS_EXTRA = {
     "dataset-fiftyone": "needs pyarrow: pip install 'camserve[dataset]'",
     "dataset-labelstudio": "needs pyarrow: pip install 'camserve[dataset]'",
     "explain-dataset": "needs pyarrow: pip install 'camserve[dataset]'",
-    "eval": "needs skimage: pip install 'camserve[quality]'",
-    "train-demo": "needs skimage: pip install 'camserve[quality]'",
-    "train-dense": "needs skimage: pip install 'camserve[quality]'",
+    "eval": f"needs camserve_lab: {LAB}",
+    "train-demo": f"needs camserve_lab: {LAB}",
+    "train-dense": f"needs camserve_lab: {LAB}",
 }
 """The commands that cannot run without an extra, and the line each is refused with."""
 RUNS_WITHOUT_EXTRAS = {"audit": 1, "cvat-function": 0, "explain": 1, "export-fiftyone": 1}
@@ -190,4 +192,4 @@ def test_what_serving_imports_comes_with_the_serve_install() -> None:
 def test_every_module_outside_the_serve_install_that_camserve_imports_names_its_extra() -> None:
     """The commands' modules may need an extra's package; each has its ``pip install`` line."""
     imported = set().union(*(outside_imports(path) for path in APP.rglob("*.py")))
-    assert imported <= set(EXTRA_OF_MODULE)
+    assert imported <= set(INSTALL_OF_MODULE)

@@ -19,8 +19,8 @@ from camserve.dataset.explained import ExplainOptions
 from camserve.dataset.output_files import parquet_files, read_rows
 from camserve.dataset.rows import RowOptions
 from camserve.engine.images.imaging import decode_image
-from camserve.quality.scenes import scene_at, square_settings
 from camserve.serving.served_models import find_spec
+from camserve_lab.scenes import scene_at, square_settings
 from tests.support import BROKEN_PNG
 
 REPO = Path(__file__).resolve().parents[2]

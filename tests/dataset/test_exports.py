@@ -28,8 +28,8 @@ from camserve.dataset.stored import StoredImage, read_images
 from camserve.engine.engine import CamEngine
 from camserve.engine.models.registry import load_model
 from camserve.labeling.fiftyone_documents import relative_box
-from camserve.quality.scenes import scene_at, square_settings
 from camserve.serving.served_models import find_spec
+from camserve_lab.scenes import scene_at, square_settings
 from tests.harness.fiftyone_env import FiftyOne
 from tests.labeling.fiftyone_checks import assert_loaded_as_written
 

@@ -17,8 +17,8 @@ from camserve.dataset.in_process import explain_in_process
 from camserve.dataset.inputs import list_images
 from camserve.dataset.job import DatasetJob
 from camserve.dataset.output_files import parquet_files, read_rows
-from camserve.quality.scenes import scene_at, square_settings
 from camserve.serving.served_models import find_spec
+from camserve_lab.scenes import scene_at, square_settings
 from tests.support import BROKEN_PNG, SHIPPED_MODELS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ from camserve.cli import cli
 from camserve.cli.folder_explainer import file_name_part
 from camserve.dataset.output_files import parquet_files, read_rows
 from camserve.engine.images.regions import find_regions
-from camserve.quality.scenes import scene_at, square_settings
+from camserve_lab.scenes import scene_at, square_settings
 from tests.harness.ray_cluster import LocalRay, local_ray
 from tests.support import BROKEN_PNG, write_dense_models, write_scenes
 

@@ -22,8 +22,8 @@ from camserve.dataset.output_files import EarlierRowsError, parquet_files, read_
 from camserve.dataset.rows import ROWS_VERSION, ROWS_VERSION_KEY
 from camserve.dataset.run_place import RunPlace
 from camserve.dataset.stored import read_images
-from camserve.quality.scenes import scene_at, square_settings
 from camserve.serving.served_models import find_spec
+from camserve_lab.scenes import scene_at, square_settings
 from tests.api.helpers import make_settings, serving
 from tests.rankings import assert_decisive
 from tests.support import SHIPPED_MODELS

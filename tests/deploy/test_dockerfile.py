@@ -140,7 +140,7 @@ def test_the_image_serves_with_downloads_off() -> None:
 
 def test_the_dockerignore_keeps_the_context_small() -> None:
     ignored = (ROOT / ".dockerignore").read_text().split()
-    for entry in (".git", ".venv", "tests", "docs", "benchmarks"):
+    for entry in (".git", ".venv", "tests", "docs", "benchmarks", "lab"):  # lab: not served
         assert entry in ignored
 
 

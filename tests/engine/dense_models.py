@@ -17,8 +17,8 @@ from torch import Tensor, nn
 
 from camserve.engine.models.dense import load_dense_model
 from camserve.engine.models.segmenters import SegmentationScores
-from camserve.quality.dense_training import scene_tensor
 from camserve.serving.served_models import find_spec
+from camserve_lab.dense_training import scene_tensor
 from tests.support import SHIPPED_MODELS, held_out_scenes
 
 __all__ = [

@@ -19,7 +19,7 @@ from camserve.engine.images.imaging import decode_image
 from camserve.engine.models.dense import load_dense_model
 from camserve.engine.models.manifest_folder import load_manifests
 from camserve.engine.models.registry import load_model
-from camserve.quality.real_model import efficientnet_lite0
+from camserve_lab.real_model import efficientnet_lite0
 from tests.support import SHIPPED_MODELS, scene_pixels
 
 SAMPLES = Path(__file__).resolve().parents[2] / "app" / "camserve" / "web" / "static" / "samples"

@@ -27,7 +27,7 @@ from typing import Any
 from PIL import Image
 
 from camserve.dataset.local_files import LOCAL_FILES_ROOT_SETTINGS
-from camserve.quality.scenes import Scene
+from camserve_lab.scenes import Scene
 from tests.harness.labelstudio_checks import Expected, check_prediction
 from tests.harness.labelstudio_client import LabelStudio
 from tests.harness.labelstudio_servers import REPO_ROOT, BasicAuth, E2EError

@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from camserve.quality.scenes import SHAPES, Scene, scene_at, square_settings
+from camserve_lab.scenes import SHAPES, Scene, scene_at, square_settings
 from tests.harness.labelstudio_checks import (
     Expected,
     backend_requests,

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from camserve.labeling.label_config import CONTROL_KINDS, parse_label_config
-from camserve.quality.scenes import SHAPES
+from camserve_lab.scenes import SHAPES
 from tests.dense_matching import assert_decisive, assert_same_detections, detection_lists
 from tests.harness.labelstudio_detection import IMAGE_SIZE, detection_config, pixel_box
 from tests.harness.labelstudio_e2e import (

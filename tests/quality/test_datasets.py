@@ -18,8 +18,8 @@ from camserve.quality.datasets import (
     read_csv_boxes,
     samples_from_folder,
 )
-from camserve.quality.scene_samples import samples_from_scenes
-from camserve.quality.scenes import HELD_OUT_SCENES, SHAPES, scene_at
+from camserve_lab.scene_samples import samples_from_scenes
+from camserve_lab.scenes import HELD_OUT_SCENES, SHAPES, scene_at
 
 CLASSES = ["red", "green", "blue"]
 

@@ -20,8 +20,8 @@ from camserve.quality.evaluate import (
     evaluate,
 )
 from camserve.quality.metrics import best_threshold_iou, localization_iou, pointing_game_hit
-from camserve.quality.scene_samples import samples_from_scenes
-from camserve.quality.scenes import HELD_OUT_SCENES, square_settings
+from camserve_lab.scene_samples import samples_from_scenes
+from camserve_lab.scenes import HELD_OUT_SCENES, square_settings
 from tests.engine.models_for_tests import SmallConvNet, TinyGapNet
 
 CLASSES = ["red", "green", "blue"]

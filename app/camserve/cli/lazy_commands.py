@@ -4,7 +4,9 @@ Most commands import torch, and some timm, Ray or FastAPI, at their top: seconds
 is printed. Imported all at start, they made even ``camserve models``, which only reads the
 manifests, wait for all of them. ``COMMAND_MODULES`` names each command's module; the group
 imports it on first use, and only the list of ``camserve --help`` imports them all (it shows
-each command's first sentence).
+each command's first sentence). Three commands live in the lab's distribution (camserve-lab,
+``lab/`` in the repository): camserve names their modules but never imports the lab otherwise,
+and says how to install it when it is missing (``missing_extras``).
 """
 
 from __future__ import annotations
@@ -27,22 +29,23 @@ from camserve.cli.missing_extras import command_needing_extra, refusal
 __all__ = ["COMMAND_MODULES", "LazyCommandGroup", "cli"]
 
 COMMAND_MODULES: dict[str, str] = {
-    "audit": "audit",
-    "cvat-function": "cvat",
-    "dataset-cvat": "dataset_cvat",
-    "dataset-fiftyone": "dataset_fiftyone",
-    "dataset-labelstudio": "dataset_labelstudio",
-    "eval": "evaluate",
-    "explain": "explain",
-    "explain-dataset": "explain_dataset",
-    "export-fiftyone": "export_fiftyone",
-    "fetch-weights": "fetch",
-    "models": "models",
-    "serve": "serve",
-    "train-demo": "train",
-    "train-dense": "train_dense",
+    "audit": "camserve.cli.audit",
+    "cvat-function": "camserve.cli.cvat",
+    "dataset-cvat": "camserve.cli.dataset_cvat",
+    "dataset-fiftyone": "camserve.cli.dataset_fiftyone",
+    "dataset-labelstudio": "camserve.cli.dataset_labelstudio",
+    "eval": "camserve_lab.cli.evaluate",
+    "explain": "camserve.cli.explain",
+    "explain-dataset": "camserve.cli.explain_dataset",
+    "export-fiftyone": "camserve.cli.export_fiftyone",
+    "fetch-weights": "camserve.cli.fetch",
+    "models": "camserve.cli.models",
+    "serve": "camserve.cli.serve",
+    "train-demo": "camserve_lab.cli.train",
+    "train-dense": "camserve_lab.cli.train_dense",
 }
-"""Each command, and the module of ``camserve.cli`` that registers it on the Typer app."""
+"""Each command, and the module that registers it on the Typer app: one of ``camserve.cli``, or
+of the lab's ``camserve_lab.cli``."""
 
 
 class LazyCommandGroup(ReadableGroup):
@@ -121,7 +124,7 @@ def _built(name: str) -> Command:
     """Import ``name``'s module, which registers the command on ``cli``, and build it (a
     stand-in naming the extra to install when the module needs one)."""
     try:
-        importlib.import_module(f"camserve.cli.{COMMAND_MODULES[name]}")
+        importlib.import_module(COMMAND_MODULES[name])
     except ModuleNotFoundError as missing:
         return command_needing_extra(name, missing)
     use_readable_help(cli)

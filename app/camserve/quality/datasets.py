@@ -1,6 +1,5 @@
 """Evaluation datasets: a folder of images with an optional CSV or COCO file of boxes (generated
-scenes: ``scene_samples.py``, which needs the scene generators' photos). Undecodable files are
-reported and skipped."""
+scenes: the lab's ``camserve_lab.scene_samples``). Undecodable files are reported and skipped."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Score CAM methods on a dataset: how well their maps localise objects and how faithful they are.
 
 A dataset is a list of ``EvalSample``: an image, optionally its ground-truth class and the box
-around its object. It comes from generated scenes (``samples_from_scenes``, which know both) or
-from a folder of images with an optional CSV or COCO file of boxes (``samples_from_folder``).
+around its object. It comes from generated scenes (the lab's ``samples_from_scenes``, which know
+both) or from a folder of images with an optional CSV or COCO file of boxes
+(``samples_from_folder``).
 
 ``evaluate`` runs every (method, layer) pair over the dataset, a batch of images per engine call,
 and reduces the per-image metrics of :mod:`camserve.quality.metrics` to one ``MethodScores`` row:

@@ -23,7 +23,7 @@ from camserve.engine.models.segmenters import (
     region_mask,
     segment,
 )
-from camserve.quality.dense_training import SEGMENTER_INPUT, segmenter_batch
+from camserve_lab.dense_training import SEGMENTER_INPUT, segmenter_batch
 from tests.engine.dense_models import SEGMENTER_LAYER, segmenter
 from tests.support import held_out_scenes
 from tests.tolerances import NETWORK, assert_float32_close

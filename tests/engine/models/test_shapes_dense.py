@@ -12,11 +12,11 @@ import pytest
 from camserve.engine.errors import ManifestError, UnknownArchitectureError
 from camserve.engine.models.dense import load_dense_model
 from camserve.engine.models.segmenters import SegmentationScores
-from camserve.quality.dense_quality import evaluate_detector, evaluate_segmenter
-from camserve.quality.dense_training import SEGMENTER_INPUT
-from camserve.quality.foreign_object_scenes import foreign_object_scenes
-from camserve.quality.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scenes
 from camserve.serving.served_models import find_spec
+from camserve_lab.dense_quality import evaluate_detector, evaluate_segmenter
+from camserve_lab.dense_training import SEGMENTER_INPUT
+from camserve_lab.foreign_object_scenes import foreign_object_scenes
+from camserve_lab.object_scenes import HELD_OUT_OBJECT_SCENES, ObjectScene, object_scenes
 from tests.support import SHIPPED_MODELS
 
 HELD_OUT = list(object_scenes(1, 40, HELD_OUT_OBJECT_SCENES))

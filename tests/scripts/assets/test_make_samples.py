@@ -1,5 +1,5 @@
 """The shape samples in app/camserve/web/static/samples/shapes are the ones
-scripts/assets/make_samples.py writes (tests/quality/test_shipped_model.py checks that the model
+scripts/assets/make_samples.py writes (tests/lab/test_shipped_model.py checks that the model
 reads each one right), and so are the detector's and the segmenter's in shapes-detector/ and
 shapes-segmenter/, each a scene of several shapes the model reads right."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from camserve.quality.scenes import SHAPES
+from camserve_lab.scenes import SHAPES
 from scripts.assets.make_samples import (
     DETECTOR,
     SAMPLES_DIR,

@@ -9,7 +9,7 @@ import numpy as np
 from PIL import Image
 
 from camserve.quality.datasets import read_csv_boxes
-from camserve.quality.object_scenes import DENSE_LABELS
+from camserve_lab.object_scenes import DENSE_LABELS
 from scripts.quality.object_scene_folder import write_scene_folder
 from tests.support import held_out_scenes
 

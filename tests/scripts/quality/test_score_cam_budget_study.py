@@ -11,8 +11,8 @@ import torch
 from camserve.engine.engine import CamEngine
 from camserve.engine.fusion import FUSED_LAYER
 from camserve.engine.run_control import RunControl
-from camserve.quality.composites import composites
-from camserve.quality.real_model import efficientnet_lite0, efficientnet_lite0_engine
+from camserve_lab.composites import composites
+from camserve_lab.real_model import efficientnet_lite0, efficientnet_lite0_engine
 from scripts.quality.score_cam_budget_study import (
     METHOD,
     BudgetTally,
