@@ -15,11 +15,7 @@ from camserve.engine.engine import CamEngine
 from camserve.engine.models.segmenters import SegmentationScores, region_mask, segment
 from camserve.serving.jobs import PREDICTIONS, DenseAnswer, Job, JobResult, Segment
 
-__all__ = ["is_segmenter", "job_regions", "prepare_layers", "with_segments"]
-
-
-def is_segmenter(engine: CamEngine) -> bool:
-    return isinstance(engine.model, SegmentationScores)
+__all__ = ["job_regions", "prepare_layers", "with_segments"]
 
 
 def prepare_layers(engine: CamEngine, layers: Sequence[str]) -> None:
