@@ -43,6 +43,7 @@ def with_segments(
     """Give each result its image's segments (largest first), its predictions as the classes
     by area (probability: the fraction of pixels), and its targets' fractions."""
     module = engine.model
+    # kind check: the segmenter's adapter calls this; its pass leaves scores in the model
     if not isinstance(module, SegmentationScores) or module.last_scores is None:
         raise RuntimeError("the segmenter's pass left no scores")
     scores = module.last_scores

@@ -96,6 +96,8 @@ class SegmenterTask:
         checkpoints: Checkpoint,
     ) -> list[JobResult | BaseException]:
         engine = classifier_engine(explainer)
+        if not isinstance(engine.model, SegmentationScores):
+            raise TypeError("a segmenter's batch reached a classifier engine")
         prepare_layers(engine, jobs[0].key.layers)
         with explaining_regions(engine.model, job_regions(engine, jobs)):
             results = explain_jobs(engine, jobs, started, checkpoints)

@@ -15,10 +15,12 @@ __all__ = ["audited"]
 
 def audited(explainer: CamEngine | DetectorExplainer) -> AuditedModel:
     """A classifier's or a segmenter's engine, or a detector's explainer, as the report sees it."""
+    # kind check: each report subject needs its explainer's own type, which only this narrows
     if isinstance(explainer, DetectorExplainer):
         loaded = explainer.loaded
         others = [layer for layer in loaded.candidate_layers if layer != loaded.layer]
         return DetectorSubject(explainer.model, (loaded.layer, *others), explainer.device)
+    # kind check: as above (a segmenter's engine is a classifier engine on its scores)
     if isinstance(explainer.model, SegmentationScores):
         return SegmenterSubject(explainer)
     return ClassifierSubject(explainer)

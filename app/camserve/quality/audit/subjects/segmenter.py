@@ -73,6 +73,7 @@ class SegmenterSubject(ClassifierSubject):
     @property
     def segmenter(self) -> SegmentationScores:
         model = self.engine.model
+        # kind check: a segmenter subject is built on a segmenter's engine (``audited``)
         assert isinstance(model, SegmentationScores)
         return model
 
@@ -91,7 +92,7 @@ class SegmenterSubject(ClassifierSubject):
     def maps(
         self, inputs: Tensor, targets: Tensor, methods: Sequence[str], layers: Sequence[str]
     ) -> tuple[dict[Pair, Tensor], dict[Pair, str]]:
-        with explaining_regions(self.model, list(self._target_pixels(inputs, targets))):
+        with explaining_regions(self.segmenter, list(self._target_pixels(inputs, targets))):
             return super().maps(inputs, targets, methods, layers)
 
     def scoring(self, inputs: Tensor, targets: Tensor, passes: PassRunner) -> Scoring:
