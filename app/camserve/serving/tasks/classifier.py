@@ -18,7 +18,7 @@ from camserve.serving.task_options import refuse_detector_options
 from camserve.serving.tasks.interface import Explainer, Placement
 from camserve.serving.warm_up import warm_up
 
-__all__ = ["ClassifierTask", "load_classifier"]
+__all__ = ["ClassifierTask", "classifier_engine", "load_classifier"]
 
 
 class ClassifierTask:
@@ -78,7 +78,7 @@ class ClassifierTask:
 def classifier_engine(explainer: Explainer) -> CamEngine:
     """``explainer`` as the classifier engine it must be (else a wiring error)."""
     if not isinstance(explainer, CamEngine):
-        raise TypeError(f"a classifier's batch reached a {type(explainer).__name__}")
+        raise TypeError(f"expected a classifier engine, got a {type(explainer).__name__}")
     return explainer
 
 

@@ -21,7 +21,7 @@ from camserve.serving.task_options import detection_request, refuse_classifier_o
 from camserve.serving.tasks.dense import dense_labels, served_dense
 from camserve.serving.tasks.interface import Explainer, Placement
 
-__all__ = ["DetectorTask"]
+__all__ = ["DetectorTask", "detector_explainer"]
 
 
 class DetectorTask:
@@ -92,12 +92,17 @@ class DetectorTask:
         passes: KeptPasses,
         checkpoints: Checkpoint,
     ) -> list[JobResult | BaseException]:
-        if not isinstance(explainer, DetectorExplainer):
-            raise TypeError(f"a detector's batch reached a {type(explainer).__name__}")
-        return explainer.results(jobs, started, checkpoints(jobs))
+        return detector_explainer(explainer).results(jobs, started, checkpoints(jobs))
 
     def slice_pause(self, explainer: Explainer) -> Pause | None:
         return None
+
+
+def detector_explainer(explainer: Explainer) -> DetectorExplainer:
+    """``explainer`` as the detector's explainer it must be (else a wiring error)."""
+    if not isinstance(explainer, DetectorExplainer):
+        raise TypeError(f"expected a detector's explainer, got a {type(explainer).__name__}")
+    return explainer
 
 
 def _detector_method(configured: str | None, methods: Sequence[str], default: str) -> str:

@@ -96,12 +96,13 @@ class SegmenterTask:
         checkpoints: Checkpoint,
     ) -> list[JobResult | BaseException]:
         engine = classifier_engine(explainer)
-        if not isinstance(engine.model, SegmentationScores):
+        segmenter = engine.model
+        if not isinstance(segmenter, SegmentationScores):
             raise TypeError("a segmenter's batch reached a classifier engine")
         prepare_layers(engine, jobs[0].key.layers)
-        with explaining_regions(engine.model, job_regions(engine, jobs)):
+        with explaining_regions(segmenter, job_regions(engine, jobs)):
             results = explain_jobs(engine, jobs, started, checkpoints)
-        with_segments(engine, jobs, results)
+        with_segments(engine, segmenter, jobs, results)
         return results
 
     def slice_pause(self, explainer: Explainer) -> Pause | None:
