@@ -47,7 +47,7 @@ from camserve.engine.images.imaging import encode_image
 from camserve.engine.images.render import render
 from camserve.engine.images.resize_policy import Placement
 from camserve.engine.models.dense import LoadedDenseModel
-from camserve.engine.models.segmenters import SegmentationScores, segment
+from camserve.engine.models.segmenters import segment
 from camserve.labeling.fiftyone_documents import (
     INT_FIELD,
     CamFieldOptions,
@@ -73,6 +73,7 @@ from camserve.labeling.fiftyone_export import (
     sample_document,
 )
 from camserve.serving.tasks.lookup import task_adapter
+from camserve.serving.tasks.segmenter import segmenter_scores
 
 __all__ = [
     "MASKS_DIR",
@@ -204,11 +205,9 @@ def explain_segmenter_images(
     """Each image's CAMs (of its largest class, or the target) and its predicted classes; the
     explained class's confidence is the fraction of the image it covers."""
     cams = explain_images(engine, images, options)
-    module = engine.model
-    # kind check: a segmenter export's engine; its pass leaves the scores in the model
-    if not isinstance(module, SegmentationScores) or module.last_scores is None:
-        raise TypeError("explain_segmenter_images needs a segmenter's engine")
-    scores = module.last_scores
+    scores = segmenter_scores(engine).last_scores
+    if scores is None:
+        raise RuntimeError("the segmenter's pass left no scores")
     results = []
     for index, (image, cam) in enumerate(zip(images, cams, strict=True)):
         size = (int(image.shape[-2]), int(image.shape[-1]))

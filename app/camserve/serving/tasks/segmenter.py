@@ -22,7 +22,7 @@ from camserve.serving.tasks.dense import dense_labels, served_dense
 from camserve.serving.tasks.interface import Explainer, Placement
 from camserve.serving.warm_up import warm_up
 
-__all__ = ["SEGMENTER_METHODS", "SegmenterTask"]
+__all__ = ["SEGMENTER_METHODS", "SegmenterTask", "segmenter_scores"]
 
 SEGMENTER_METHODS = DETECTOR_METHODS
 """A segmenter's methods: the gradient methods and Eigen-CAM. CAM needs a classifier's
@@ -96,9 +96,7 @@ class SegmenterTask:
         checkpoints: Checkpoint,
     ) -> list[JobResult | BaseException]:
         engine = classifier_engine(explainer)
-        segmenter = engine.model
-        if not isinstance(segmenter, SegmentationScores):
-            raise TypeError("a segmenter's batch reached a classifier engine")
+        segmenter = segmenter_scores(engine)
         prepare_layers(engine, jobs[0].key.layers)
         with explaining_regions(segmenter, job_regions(engine, jobs)):
             results = explain_jobs(engine, jobs, started, checkpoints)
@@ -109,3 +107,12 @@ class SegmenterTask:
         """None: its masked passes keep per-batch state in the model (its regions and last
         scores), which a short batch between two slices would replace."""
         return None
+
+
+def segmenter_scores(engine: CamEngine) -> SegmentationScores:
+    """The segmenter ``engine`` explains (its model), whose pass leaves its scores in it."""
+    if not isinstance(engine.model, SegmentationScores):
+        raise TypeError(
+            f"expected a segmenter's engine, got one on a {type(engine.model).__name__}"
+        )
+    return engine.model

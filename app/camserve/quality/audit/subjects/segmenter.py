@@ -32,6 +32,7 @@ from camserve.engine.models.segmenters import (
 from camserve.quality.audit.randomisation import cascade_units
 from camserve.quality.audit.subjects.base import Pair, PassRunner, Scoring
 from camserve.quality.audit.subjects.classifier import ClassifierSubject, engine_like
+from camserve.serving.tasks.segmenter import segmenter_scores
 
 __all__ = ["SegmenterSubject"]
 
@@ -72,10 +73,7 @@ class SegmenterSubject(ClassifierSubject):
 
     @property
     def segmenter(self) -> SegmentationScores:
-        model = self.engine.model
-        # kind check: a segmenter subject is built on a segmenter's engine (``audited``)
-        assert isinstance(model, SegmentationScores)
-        return model
+        return segmenter_scores(self.engine)
 
     def candidate_layers(self) -> list[str]:
         """The default layer and the backbone's last stage (the map the head reads)."""
