@@ -133,7 +133,7 @@ async def _overlay_answer(service: Service, params: CamParams, outcome: Outcome)
         "X-Camserve-Method": outcome.methods[0],
         "X-Camserve-Layer": outcome.layers[0],
     }
-    if result.dense is not None and outcome.model.task == "detection":
+    if result.dense is not None and outcome.adapter.lists_detections:
         headers["X-Camserve-Detections"] = str(len(result.dense.detections))
     if not result.targets:  # a detector that found nothing: the image as it came
         body = await service.encode(outcome.image.pixels.permute(1, 2, 0).numpy(), params.format)
@@ -235,7 +235,7 @@ async def _explain_response(
 
 def _detections(outcome: Outcome) -> list[Detection] | None:
     dense = outcome.result.dense
-    if dense is None or outcome.model.task != "detection":
+    if dense is None or not outcome.adapter.lists_detections:
         return None
     labels = outcome.model.labels
     return [
@@ -256,7 +256,7 @@ def _detections(outcome: Outcome) -> list[Detection] | None:
 async def _segments(service: Service, outcome: Outcome) -> list[Segment] | None:
     """A segmenter's classes present, each mask encoded as a PNG in the codec threads."""
     dense = outcome.result.dense
-    if dense is None or outcome.model.task != "segmentation":
+    if dense is None or not outcome.adapter.lists_segments:
         return None
     masks = await asyncio.gather(
         *(service.encode_base64(item.mask.astype(np.uint8) * 255, "png") for item in dense.segments)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,8 @@ from camserve.api.schemas import ImageFormat
 from camserve.api.v2_tensors import NUMERIC_DATATYPES, OutputTensor
 from camserve.engine.models.manifest import Task
 from camserve.serving.service import Outcome, Service
+from camserve.serving.tasks.interface import TaskAdapter
+from camserve.serving.tasks.lookup import task_adapter
 
 __all__ = ["OUTPUTS", "OVERLAY", "Answer", "OutputSpec", "output_tensors", "outputs_of"]
 
@@ -51,7 +54,8 @@ class OutputSpec:
     datatype: str
     shape: tuple[int, ...]
     """As the model metadata lists it: ``VARIES`` for a dimension whose size varies."""
-    tasks: frozenset[Task]
+    carried: Callable[[TaskAdapter], bool]
+    """Whether a model of the adapter's kind answers with this output."""
     read: Reader
 
     def tensor(self, answer: Answer) -> OutputTensor:
@@ -65,10 +69,18 @@ class OutputSpec:
 
 
 VARIES = -1
-ALL: frozenset[Task] = frozenset({"classification", "detection", "segmentation"})
-RANKED: frozenset[Task] = frozenset({"classification", "segmentation"})
-DETECTION: frozenset[Task] = frozenset({"detection"})
-SEGMENTATION: frozenset[Task] = frozenset({"segmentation"})
+
+
+def _every_kind(adapter: TaskAdapter) -> bool:
+    return True
+
+
+Carried = Callable[[TaskAdapter], bool]
+ALL: Carried = _every_kind
+RANKED: Carried = attrgetter("ranks_classes")
+"""Classifiers and segmenters: their answers rank classes (a segmenter's by area)."""
+DETECTION: Carried = attrgetter("lists_detections")
+SEGMENTATION: Carried = attrgetter("lists_segments")
 OVERLAY = "overlay"
 """Encoded in the codec threads, so ``output_tensors`` reads it apart from the others."""
 NO_DETECTION = -1
@@ -187,7 +199,8 @@ request that names none gets them."""
 
 def outputs_of(task: Task) -> list[OutputSpec]:
     """The outputs of a model of ``task``, in ``OUTPUTS``' order."""
-    return [spec for spec in OUTPUTS if task in spec.tasks]
+    adapter = task_adapter(task)
+    return [spec for spec in OUTPUTS if spec.carried(adapter)]
 
 
 async def output_tensors(

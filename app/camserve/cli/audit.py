@@ -17,14 +17,10 @@ from camserve.cli.common import (
 )
 from camserve.config import DEFAULT_MODELS_DIR
 from camserve.engine.detection_maps import unknown_detector_layer
-from camserve.engine.engine import CamEngine
 from camserve.engine.errors import CamserveError
 from camserve.engine.fusion import FUSED_LAYER
 from camserve.engine.methods import get_method
-from camserve.engine.models.dense import load_dense_model
-from camserve.engine.models.devices import resolve_device
 from camserve.engine.models.manifest import ModelSpec
-from camserve.engine.models.registry import load_model
 from camserve.engine.targets import class_index
 from camserve.quality.audit.candidates import DEFAULT_METHODS
 from camserve.quality.audit.faithfulness import DEFAULT_CURVE_STEPS
@@ -36,8 +32,8 @@ from camserve.quality.audit.sanity import DEFAULT_SEEDS
 from camserve.quality.audit.subjects import AuditedModel, audited
 from camserve.quality.audit.subjects.classifier import ClassifierSubject
 from camserve.quality.datasets import samples_from_folder
-from camserve.serving.detector_jobs import DetectorExplainer
 from camserve.serving.model_versions import ModelVersions
+from camserve.serving.tasks.lookup import task_adapter
 
 __all__ = ["SAMPLES", "audit_command", "reference_folder"]
 
@@ -137,12 +133,8 @@ def _methods(text: str | None) -> tuple[str, ...]:
 
 def _audited(spec: ModelSpec, device: str) -> tuple[AuditedModel, list[str] | None]:
     """The model ``spec`` describes as the report audits it, and its labels."""
-    if spec.task == "detection":
-        loaded = load_dense_model(spec)
-        return audited(DetectorExplainer(loaded, resolve_device(device))), loaded.labels
-    built = load_dense_model(spec) if spec.task == "segmentation" else load_model(spec)
-    engine = CamEngine.from_loaded(built, device=device)
-    return audited(engine), engine.labels
+    explainer, labels = task_adapter(spec.task).build(spec, device)
+    return audited(explainer), labels
 
 
 def _layers(subject: AuditedModel, text: str | None) -> tuple[str, ...]:

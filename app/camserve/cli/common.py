@@ -107,6 +107,7 @@ DENSE_COMMANDS = {
 def require_classifier(spec: ModelSpec, command: str) -> None:
     """Refuse a detector or a segmenter in ``camserve COMMAND``, which explains classifiers,
     naming the commands that explain it."""
+    # kind check: the commands every CLI module shares import no torch, which the adapters do
     if spec.task not in DENSE_COMMANDS:
         return
     kind, commands = DENSE_COMMANDS[spec.task]

@@ -13,10 +13,7 @@ from camserve.config import DEFAULT_MODELS_DIR
 from camserve.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 from camserve.engine.errors import CamserveError
 from camserve.engine.images.regions import parse_threshold
-from camserve.engine.models.dense import published_categories
 from camserve.engine.models.manifest import ModelSpec
-from camserve.engine.models.registry import model_labels
-from camserve.engine.models.weights import resolve_weights
 from camserve.labeling.cvat import (
     DEFAULT_NETWORK,
     DEFAULT_URL,
@@ -27,6 +24,7 @@ from camserve.labeling.cvat import (
     parse_shapes,
 )
 from camserve.serving.served_models import find_spec
+from camserve.serving.tasks.lookup import task_adapter
 
 __all__ = ["cvat_function"]
 
@@ -86,9 +84,5 @@ def cvat_function(
 
 
 def _labels(spec: ModelSpec) -> list[str]:
-    """The model's labels, without building it: a detector's or segmenter's from its manifest
-    or torchvision's published categories."""
-    if spec.task == "classification":
-        return model_labels(spec)
-    source = resolve_weights(spec.architecture, spec.weights, spec.source_dir)
-    return spec.load_labels() or published_categories(spec.architecture, source)
+    """The model's labels, without building it (its kind's adapter reads them)."""
+    return task_adapter(spec.task).labels(spec)

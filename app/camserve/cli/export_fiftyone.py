@@ -42,6 +42,7 @@ from camserve.labeling.fiftyone_export import (
     ExportSummary,
     export_images,
 )
+from camserve.serving.tasks.lookup import task_adapter
 
 __all__ = ["export_fiftyone"]
 
@@ -111,7 +112,7 @@ def export_fiftyone(
         )
         spec = choose_spec(models_dir, model, architecture, weights, layer)
         dataset_name = name or output.resolve().name
-        if spec.task != "classification":
+        if task_adapter(spec.task).predicted_regions is not None:  # boxes or masks
             summary = _export_dense(spec, files, output, options, dataset_name, device)
         else:
             engine = CamEngine.from_loaded(load_model(spec), device=device)
@@ -162,7 +163,7 @@ def _export_dense(
     """A detector's or segmenter's predictions and heatmaps (``labeling/fiftyone_dense``)."""
     loaded = load_dense_model(spec)
     info = _info(spec.name, loaded.layer, options)
-    if loaded.task == "detection":
+    if task_adapter(loaded.task).lists_detections:
         info.update(score_threshold=options.score_threshold, max_detections=options.max_detections)
     with progress_bar("explaining") as progress:
         task = progress.add_task("explaining", total=len(files))

@@ -24,8 +24,9 @@ from camserve.engine.engine import CamEngine
 from camserve.engine.errors import ManifestError, MethodNotApplicableError
 from camserve.engine.models.dense import load_dense_model
 from camserve.engine.models.devices import resolve_device
-from camserve.engine.models.manifest import ModelSpec
+from camserve.engine.models.manifest import ModelSpec, Task
 from camserve.engine.models.registry import load_model
+from camserve.serving.tasks.lookup import task_adapter
 
 __all__ = ["ModelExplainer", "check_dataset_options", "load_explainer"]
 
@@ -43,13 +44,21 @@ class ModelExplainer:
 def load_explainer(spec: ModelSpec, options: ExplainOptions, device: str) -> ModelExplainer:
     """The model of ``spec`` ready on ``device`` ("auto": a GPU where there is one)."""
     check_dataset_options(spec, options)
-    if spec.task == "detection":
-        detector = load_dense_model(spec)
-        target = resolve_device(device)
-        detector.module.to(target)
-        return ModelExplainer(
-            target, detector_defaults(options, detector), partial(explain_detected, detector)
+    return _KINDS[spec.task].load(spec, options, device)
+
+
+def check_dataset_options(spec: ModelSpec, options: ExplainOptions) -> None:
+    """Refuse, before anything runs, a model or options a dataset run cannot explain."""
+    kind = _KINDS.get(spec.task)
+    if kind is None:
+        raise ManifestError(
+            f"model {spec.name!r} is a {task_adapter(spec.task).noun}; explain-dataset explains "
+            "classifiers and detectors (segmenters are served by `camserve serve`)"
         )
+    kind.check(spec, options)
+
+
+def _classifier(spec: ModelSpec, options: ExplainOptions, device: str) -> ModelExplainer:
     loaded = load_model(spec)
     engine = CamEngine.from_loaded(loaded, device=device)
     return ModelExplainer(
@@ -57,18 +66,38 @@ def load_explainer(spec: ModelSpec, options: ExplainOptions, device: str) -> Mod
     )
 
 
-def check_dataset_options(spec: ModelSpec, options: ExplainOptions) -> None:
-    """Refuse, before anything runs, a model or options a dataset run cannot explain."""
-    if spec.task == "segmentation":
-        raise ManifestError(
-            f"model {spec.name!r} is a segmenter; explain-dataset explains classifiers and "
-            "detectors (segmenters are served by `camserve serve`)"
-        )
-    if spec.task != "detection":
-        return
+def _any_options(spec: ModelSpec, options: ExplainOptions) -> None:
+    """A classifier takes every option."""
+
+
+def _detector(spec: ModelSpec, options: ExplainOptions, device: str) -> ModelExplainer:
+    detector = load_dense_model(spec)
+    target = resolve_device(device)
+    detector.module.to(target)
+    return ModelExplainer(
+        target, detector_defaults(options, detector), partial(explain_detected, detector)
+    )
+
+
+def _detector_options(spec: ModelSpec, options: ExplainOptions) -> None:
     if options.target is not None or options.top_k != 1:
         raise MethodNotApplicableError(
             f"model {spec.name!r} is a detector: it explains its own detections "
             "(--score-threshold, --max-detections), not a --target class or the --top-k classes"
         )
     detector_methods_named(options.methods)
+
+
+@dataclass(frozen=True)
+class _DatasetKind:
+    """How a dataset run explains one kind of model: the options it refuses, its loading."""
+
+    check: Callable[[ModelSpec, ExplainOptions], None]
+    load: Callable[[ModelSpec, ExplainOptions, str], ModelExplainer]
+
+
+_KINDS: dict[Task, _DatasetKind] = {
+    "classification": _DatasetKind(_any_options, _classifier),
+    "detection": _DatasetKind(_detector_options, _detector),
+}
+"""The kinds a dataset run explains, by the manifest's task (a segmenter is served only)."""

@@ -124,8 +124,8 @@ class CamEngine:
             autocast=autocast,
             score_cam_batch_size=score_cam_batch_size,
             score_cam_dtype=score_cam_dtype,
-            fusion_layers=loaded.fusion_layers if isinstance(loaded, LoadedModel) else (),
-            fusion_augment=loaded.fusion_augment if isinstance(loaded, LoadedModel) else (),
+            fusion_layers=loaded.fusion_layers,
+            fusion_augment=loaded.fusion_augment,
         )
 
     @classmethod

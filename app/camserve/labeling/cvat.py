@@ -10,8 +10,9 @@ when it returns several. The function in ``deploy/cvat/camserve/`` reads the sam
 (``label_spec.py``) to name the classes camserve explains.
 
 A detector's function returns the detector's own boxes as ``rectangle`` shapes, a segmenter's
-its predicted masks as ``mask`` shapes (``DENSE_SHAPES``); their spec leaves out class 0, the
-background, which they never return.
+its predicted masks as ``mask`` shapes (``REGION_SHAPES``, by the regions the model's task
+adapter says it predicts); their spec leaves out class 0, the background, which they never
+return.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from typing import Any
 
 import yaml
 
+from camserve.engine.models.manifest import Task
+from camserve.serving.tasks.lookup import task_adapter
+
 __all__ = [
     "DEFAULT_NETWORK",
     "DEFAULT_URL",
-    "DENSE_ANSWERS",
-    "DENSE_SHAPES",
+    "REGION_SHAPES",
     "SHAPE_TYPES",
     "FunctionOptions",
     "function_config",
@@ -46,11 +49,11 @@ __all__ = [
 SHAPE_TYPES = ("rectangle", "polygon", "mask")
 """The CVAT shape types the function can return, in the order it returns them."""
 
-DENSE_SHAPES = {"detection": ("rectangle",), "segmentation": ("mask",)}
-"""What a detector's and a segmenter's function return: its boxes, its masks."""
+REGION_SHAPES = {"boxes": ("rectangle",), "masks": ("mask",)}
+"""The shapes of a function whose model predicts regions (``TaskAdapter.predicted_regions``):
+a detector's boxes, a segmenter's masks."""
 
-DENSE_ANSWERS = {"detection": "boxes", "segmentation": "masks"}
-"""What a detector's and a segmenter's function answer with, as its name says."""
+DESCRIBED_REGIONS = {"boxes": "boxes", "masks": "predicted masks"}
 
 DEFAULT_URL = "http://camserve:8000"
 """camserve as the function container sees it: the ``camserve`` alias on CVAT's network."""
@@ -85,14 +88,19 @@ class FunctionOptions:
     regions: str = "all"
     timeout_s: float = 30.0
     network: str = DEFAULT_NETWORK
-    task: str = "classification"
-    """The model's task; a detector's or segmenter's function returns ``DENSE_SHAPES``."""
+    task: Task = "classification"
+    """The model's task; a detector's or segmenter's function returns ``REGION_SHAPES``."""
     score_threshold: str = "0.5"
     """Detectors: the detections scoring above this are returned."""
 
     def __post_init__(self) -> None:
-        if self.task in DENSE_SHAPES:
-            object.__setattr__(self, "shapes", DENSE_SHAPES[self.task])
+        if self.predicted is not None:
+            object.__setattr__(self, "shapes", REGION_SHAPES[self.predicted])
+
+    @property
+    def predicted(self) -> str | None:
+        """The regions the model predicts (``None``: drawn from its heatmaps)."""
+        return task_adapter(self.task).predicted_regions
 
 
 def parse_shapes(text: str) -> tuple[str, ...]:
@@ -143,14 +151,14 @@ def function_name(model: str) -> str:
 def function_title(options: FunctionOptions) -> str:
     """The name CVAT shows: the model and what the function answers with, the CAM method of a
     classifier's regions, or a detector's boxes or a segmenter's masks (which no method makes)."""
-    answers = DENSE_ANSWERS.get(options.task, options.method)
+    answers = options.predicted or options.method
     return f"camserve {options.model} ({answers})"
 
 
 def function_labels(options: FunctionOptions) -> list[dict[str, Any]]:
     """The labels the function lists: every class of a classifier, a detector's or segmenter's
     without its background."""
-    return label_spec(options.labels, options.shapes, background=options.task not in DENSE_SHAPES)
+    return label_spec(options.labels, options.shapes, background=options.predicted is None)
 
 
 def function_config(options: FunctionOptions) -> dict[str, Any]:
@@ -193,10 +201,10 @@ def function_yaml(options: FunctionOptions) -> str:
 
 
 def _description(options: FunctionOptions) -> str:
-    if options.task == "detection":
-        return f"The boxes of camserve's {options.model!r} detector as rectangles"
-    if options.task == "segmentation":
-        return f"The predicted masks of camserve's {options.model!r} segmenter as masks"
+    if options.predicted is not None:
+        noun = task_adapter(options.task).noun
+        described = DESCRIBED_REGIONS[options.predicted]
+        return f"The {described} of camserve's {options.model!r} {noun} as {options.shapes[0]}s"
     return (
         f"Regions of the {options.method} heatmap of camserve's {options.model!r} "
         f"model as {', '.join(options.shapes)}"
@@ -220,9 +228,9 @@ def _environment(options: FunctionOptions) -> list[dict[str, str]]:
         "CAMSERVE_SHAPES": ",".join(options.shapes),
         "CAMSERVE_TIMEOUT_S": f"{options.timeout_s:g}",
     }
-    if options.task in DENSE_SHAPES:
+    if options.predicted is not None:
         values["CAMSERVE_TASK"] = options.task
-    if options.task == "detection":
+    if task_adapter(options.task).lists_detections:
         values["CAMSERVE_SCORE_THRESHOLD"] = options.score_threshold
     return [{"name": name, "value": value} for name, value in values.items()]
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,7 +47,7 @@ from camserve.engine.images.imaging import encode_image
 from camserve.engine.images.render import render
 from camserve.engine.images.resize_policy import Placement
 from camserve.engine.models.dense import LoadedDenseModel
-from camserve.engine.models.segmenters import SegmentationScores, segment
+from camserve.engine.models.segmenters import segment
 from camserve.labeling.fiftyone_documents import (
     INT_FIELD,
     CamFieldOptions,
@@ -72,6 +72,8 @@ from camserve.labeling.fiftyone_export import (
     heatmap_path,
     sample_document,
 )
+from camserve.serving.tasks.lookup import task_adapter
+from camserve.serving.tasks.segmenter import segmenter_scores
 
 __all__ = [
     "MASKS_DIR",
@@ -203,10 +205,9 @@ def explain_segmenter_images(
     """Each image's CAMs (of its largest class, or the target) and its predicted classes; the
     explained class's confidence is the fraction of the image it covers."""
     cams = explain_images(engine, images, options)
-    module = engine.model
-    if not isinstance(module, SegmentationScores) or module.last_scores is None:
-        raise TypeError("explain_segmenter_images needs a segmenter's engine")
-    scores = module.last_scores
+    scores = segmenter_scores(engine).last_scores
+    if scores is None:
+        raise RuntimeError("the segmenter's pass left no scores")
     results = []
     for index, (image, cam) in enumerate(zip(images, cams, strict=True)):
         size = (int(image.shape[-2]), int(image.shape[-1]))
@@ -299,6 +300,34 @@ def _segmenter_schema(options: CamFieldOptions) -> dict[str, str]:
     return schema
 
 
+Export = tuple[
+    Callable[[list[Tensor]], Sequence[Found]], dict[str, str], dict[str, dict[str, str]] | None
+]
+"""How a dense model's images are explained, the dataset's field schema, its mask targets."""
+
+
+def _box_export(
+    loaded: LoadedDenseModel, options: CamFieldOptions, device: str | torch.device
+) -> Export:
+    explain = partial(explain_detector_images, loaded, options=options, device=torch.device(device))
+    return explain, detector_schema(options), None
+
+
+def _mask_export(
+    loaded: LoadedDenseModel, options: CamFieldOptions, device: str | torch.device
+) -> Export:
+    explain = partial(explain_segmenter_images, segmenter_engine(loaded, device), options=options)
+    classes = {str(index): label for index, label in enumerate(loaded.labels)}
+    return explain, _segmenter_schema(options), {segmentation_field(options.prefix): classes}
+
+
+_EXPORTS: dict[str, Callable[[LoadedDenseModel, CamFieldOptions, str | torch.device], Export]] = {
+    "boxes": _box_export,
+    "masks": _mask_export,
+}
+"""A dense model's export by the regions it predicts (``TaskAdapter.predicted_regions``)."""
+
+
 def export_dense_images(
     loaded: LoadedDenseModel,
     files: Sequence[InputFile],
@@ -313,22 +342,10 @@ def export_dense_images(
     """``export_images`` for a detector or a segmenter: its predictions and heatmaps in
     ``<output_dir>``; unreadable files are skipped and reported."""
     output = output_dir.resolve()
-    explain: Callable[[list[Tensor]], Sequence[Found]]
-    if loaded.task == "detection":
-        explain = partial(
-            explain_detector_images, loaded, options=options, device=torch.device(device)
-        )
-        schema, mask_targets = detector_schema(options), None
-    else:
-        explain = partial(
-            explain_segmenter_images, segmenter_engine(loaded, device), options=options
-        )
-        schema = _segmenter_schema(options)
-        mask_targets = {
-            segmentation_field(options.prefix): {
-                str(index): label for index, label in enumerate(loaded.labels)
-            }
-        }
+    regions = task_adapter(loaded.task).predicted_regions
+    if regions is None:
+        raise ValueError(f"model {loaded.name!r} predicts no regions to export")
+    explain, schema, mask_targets = _EXPORTS[regions](loaded, options, device)
     samples: list[dict[str, Any]] = []
     skipped: list[Skipped] = []
     for item, outcome in explained_files(explain, distinct_files(files), lambda f: f.path, options):
@@ -336,7 +353,7 @@ def export_dense_images(
             skipped.append(outcome)
         else:
             image, found = outcome
-            labels = _labels(cast(Found, found), output, item.relative, options.prefix)
+            labels = _labels(found, output, item.relative, options.prefix)
             samples.append(sample_document(item.path.resolve(), image, labels))
         on_done()
     document = {**dataset_document(name, samples, options, info), "sample_fields": schema}

@@ -14,7 +14,7 @@ nothing).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,13 +22,13 @@ from camserve import __version__
 from camserve.engine.detection_maps import DEFAULT_SCORE_THRESHOLD
 from camserve.engine.errors import ExplanationError
 from camserve.engine.images.regions import Region, Threshold, find_regions, parse_threshold
-from camserve.engine.methods import get_method
 from camserve.labeling.label_config import ImageControls, LabelControl, parse_label_config
 from camserve.labeling.labelstudio_dense import dense_results
 from camserve.labeling.labelstudio_results import LabeledClass, control_results
 from camserve.labeling.task_images import TaskImageFetcher
 from camserve.serving.requests import ExplainRequest
 from camserve.serving.service import Outcome, Service
+from camserve.serving.tasks.lookup import task_adapter
 
 __all__ = ["LabelStudioBackend", "PredictionOptions"]
 
@@ -158,27 +158,20 @@ class LabelStudioBackend:
         }
 
     def _request(self, top_k: int) -> ExplainRequest:
-        """The request for the configured model: a classifier's ``top_k`` classes; a detector's
-        detections above the score threshold, none of them explained (the boxes are what
-        Label Studio gets); a segmenter's largest class (its masks come with every answer)."""
+        """The request for the configured model, as its kind's adapter lists its predictions:
+        a classifier's ``top_k`` classes; a detector's detections above the score threshold,
+        none of them explained (the boxes are what Label Studio gets); a segmenter's largest
+        class (its masks come with every answer)."""
         options = self.options
         model = self.service.hub.get(options.model)
-        if model.task == "detection":
-            return ExplainRequest(
-                model=options.model,
-                methods=(_detector_method(options.method, model.methods, model.method),),
-                layer=options.layer,
-                score_threshold=options.score_threshold,
-                max_detections=0,
-                overlays=False,
-            )
-        return ExplainRequest(
+        wanted = ExplainRequest(
             model=options.model,
             methods=(options.method,) if options.method else (),
             layer=options.layer,
-            top_k=1 if model.task == "segmentation" else top_k,
+            top_k=top_k,
             overlays=False,  # Label Studio gets regions, drawn from the heatmaps
         )
+        return task_adapter(model.task).prediction_request(wanted, model, options.score_threshold)
 
     async def _explain(
         self,
@@ -221,13 +214,6 @@ class LabelStudioBackend:
             if len(chosen) == self.options.classes:
                 break
         return chosen
-
-
-def _detector_method(configured: str | None, methods: Sequence[str], default: str) -> str:
-    """The configured method, or the detector's own where none is configured or it takes no
-    such method (a one-stage detector takes Eigen-CAM only): its maps are not asked for, only
-    its boxes."""
-    return configured if configured and get_method(configured).name in methods else default
 
 
 def _image_reference(task: dict[str, Any], image: ImageControls) -> str:

@@ -17,20 +17,16 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from camserve.engine.engine import CamEngine
 from camserve.engine.errors import UnknownModelError
-from camserve.serving.detector_jobs import DetectorExplainer
 from camserve.serving.errors import ModelUnavailableError
 from camserve.serving.jobs import BatchKey, Job
 from camserve.serving.served_model import ServedModel
+from camserve.serving.tasks.interface import Explainer
+from camserve.serving.tasks.lookup import task_adapter
 
 __all__ = ["Explainer", "LiveVersion", "VersionTable", "free_memory"]
 
 logger = logging.getLogger(__name__)
-
-Explainer = CamEngine | DetectorExplainer
-"""What the worker holds per model: the classifier engine (classifiers, and segmenters seen as
-classifiers of their masks) or a detector's."""
 
 VersionKey = tuple[str, str]
 """(model name, version)."""
@@ -113,7 +109,7 @@ class VersionTable:
 def _fits(job: Job, model: ServedModel) -> bool:
     """Whether a job checked against another version can run on ``model`` as it was checked."""
     return (
-        (job.key.detection is not None) == (model.task == "detection")
+        task_adapter(model.task).fits(job)
         and set(job.key.layers) <= model.layer_names
         and set(job.methods) <= set(model.methods)
         and (job.target is None or job.target < model.num_classes)

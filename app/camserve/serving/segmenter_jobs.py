@@ -15,11 +15,7 @@ from camserve.engine.engine import CamEngine
 from camserve.engine.models.segmenters import SegmentationScores, region_mask, segment
 from camserve.serving.jobs import PREDICTIONS, DenseAnswer, Job, JobResult, Segment
 
-__all__ = ["is_segmenter", "job_regions", "prepare_layers", "with_segments"]
-
-
-def is_segmenter(engine: CamEngine) -> bool:
-    return isinstance(engine.model, SegmentationScores)
+__all__ = ["job_regions", "prepare_layers", "with_segments"]
 
 
 def prepare_layers(engine: CamEngine, layers: Sequence[str]) -> None:
@@ -42,14 +38,17 @@ def job_regions(engine: CamEngine, jobs: Sequence[Job]) -> list[Tensor | None]:
 
 
 def with_segments(
-    engine: CamEngine, jobs: Sequence[Job], results: list[JobResult | BaseException]
+    engine: CamEngine,
+    segmenter: SegmentationScores,
+    jobs: Sequence[Job],
+    results: list[JobResult | BaseException],
 ) -> None:
     """Give each result its image's segments (largest first), its predictions as the classes
-    by area (probability: the fraction of pixels), and its targets' fractions."""
-    module = engine.model
-    if not isinstance(module, SegmentationScores) or module.last_scores is None:
+    by area (probability: the fraction of pixels), and its targets' fractions, from the scores
+    the batch's pass left in ``segmenter`` (``engine``'s model)."""
+    if segmenter.last_scores is None:
         raise RuntimeError("the segmenter's pass left no scores")
-    scores = module.last_scores
+    scores = segmenter.last_scores
     for index, (job, result) in enumerate(zip(jobs, results, strict=True)):
         if isinstance(result, BaseException):
             continue

@@ -13,19 +13,13 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from functools import partial
 
 import torch
 
 from camserve.config import Settings
-from camserve.engine.engine import CamEngine
 from camserve.engine.errors import CamserveError, UnknownModelError
-from camserve.engine.fusion import FUSED_LAYER, default_explanation
 from camserve.engine.models.devices import parse_autocast, parse_score_cam_precision, resolve_device
 from camserve.engine.models.manifest import ModelSpec
-from camserve.engine.models.registry import load_model
-from camserve.serving.cam_layers import cam_layers
-from camserve.serving.dense_models import load_dense_explainer
 from camserve.serving.errors import ModelUnavailableError, NotReadyError
 from camserve.serving.model_selection import (  # find_spec and the others: imported from here
     chosen_manifests,
@@ -35,10 +29,9 @@ from camserve.serving.model_selection import (  # find_spec and the others: impo
 )
 from camserve.serving.model_versions import ModelVersions
 from camserve.serving.offline_loading import require_local_weights
-from camserve.serving.score_cam_cost import measure_score_cam_cost
 from camserve.serving.served_model import ServedModel
-from camserve.serving.slices import CHUNKS_PER_SLICE
-from camserve.serving.warm_up import warm_up
+from camserve.serving.tasks.interface import Placement
+from camserve.serving.tasks.lookup import task_adapter
 from camserve.serving.worker import Explainer
 
 __all__ = [
@@ -48,7 +41,6 @@ __all__ = [
     "ServedModel",
     "find_spec",
     "first_loadable",
-    "load_classifier",
     "load_failure",
     "select_specs",
     "serving_order",
@@ -162,20 +154,15 @@ class ModelHub:
         device, autocast, masked_dtype = placement
         if not self.settings.allow_downloads:
             require_local_weights(spec)
-        load = (
-            partial(
-                load_classifier,
+        explainer, served = task_adapter(spec.task).load(
+            spec,
+            Placement(
+                device,
+                autocast,
+                self.settings.score_cam_batch_size,
                 score_cam_dtype=masked_dtype,
                 slice_s=self.settings.slice_ms / 1000,
-            )
-            if spec.task == "classification"
-            else load_dense_explainer
-        )
-        explainer, served = load(
-            spec,
-            device=device,
-            autocast=autocast,
-            score_cam_batch_size=self.settings.score_cam_batch_size,
+            ),
         )
         return explainer, replace(served, version=version, reference_images=spec.audit_folder())
 
@@ -311,50 +298,3 @@ def load_failure(name: str, error: Exception) -> str:
         return str(error)
     logger.error("model %s failed to load", name, exc_info=error)
     return f"model {name!r}: {type(error).__name__}: {error}"
-
-
-def load_classifier(
-    spec: ModelSpec,
-    *,
-    device: torch.device,
-    autocast: torch.dtype | None,
-    score_cam_batch_size: int,
-    score_cam_dtype: torch.dtype | None = None,
-    slice_s: float = 0.0,
-) -> tuple[CamEngine, ServedModel]:
-    """A classifier's engine on ``device``, warmed up, and what the API says of it (with
-    Score-CAM's cost here, measured now); with ``slice_s``, a chunk of Score-CAM's masked
-    inputs takes at most a third of that here (``CHUNKS_PER_SLICE``, ``fit_chunks``)."""
-    loaded = load_model(spec)
-    method, layer = default_explanation(loaded)
-    engine = CamEngine.from_loaded(
-        loaded,
-        device=device,
-        autocast=autocast,
-        score_cam_batch_size=score_cam_batch_size,
-        score_cam_dtype=score_cam_dtype,
-    )
-    warm_up(engine)
-    fused = [FUSED_LAYER] if engine.fusion_layers else []
-    candidates = [*fused, *engine.candidate_layers]
-    served = ServedModel(
-        name=spec.name,
-        architecture=spec.architecture,
-        weights=loaded.weights,
-        description=spec.description,
-        layer=layer,
-        method=method,
-        candidate_layers=candidates,
-        layer_names=frozenset(
-            [*fused, *(name for name, _ in engine.model.named_modules() if name)]
-        ),
-        labels=list(loaded.labels),
-        input_size=engine.preprocessing.input_size,
-        device=str(engine.device),
-        cam_layers=cam_layers(engine, [*candidates, layer]),
-        score_cam=measure_score_cam_cost(
-            engine, [engine.layer, *engine.candidate_layers], FUSED_LAYER
-        ),
-    )
-    engine.masked_passes.fit_chunks(slice_s / CHUNKS_PER_SLICE)
-    return engine, served

@@ -35,12 +35,9 @@ from camserve.serving.pass_store import pixels_digest
 from camserve.serving.prometheus import Metrics
 from camserve.serving.requests import ExplainRequest, ValidRequest
 from camserve.serving.served_models import ModelHub, ServedModel
-from camserve.serving.task_options import (
-    check_box_inside,
-    check_task_options,
-    detection_request,
-    region_request,
-)
+from camserve.serving.task_options import check_box_inside
+from camserve.serving.tasks.interface import TaskAdapter
+from camserve.serving.tasks.lookup import task_adapter
 from camserve.serving.worker import (
     BatchingWorker,
     BatchKey,
@@ -76,6 +73,11 @@ class Outcome:
     def model_version(self) -> str:
         return self.model.version
 
+    @property
+    def adapter(self) -> TaskAdapter:
+        """The adapter of the model's kind: what its answer carries."""
+        return task_adapter(self.model.task)
+
 
 @dataclass
 class Service:
@@ -98,7 +100,8 @@ class Service:
     def validate(self, wanted: ExplainRequest) -> ValidRequest:
         """Check the parameters against the served model before any image byte is read."""
         model = self.hub.get(wanted.model)
-        check_task_options(model, wanted)
+        adapter = task_adapter(model.task)
+        adapter.check_options(model, wanted)
         names = wanted.methods or (model.method,)
         methods = tuple(dict.fromkeys(get_method(name).name for name in names))
         model.check_methods(methods)
@@ -127,9 +130,7 @@ class Service:
             render,
             channel_budget=wanted.channel_budget,
         )
-        if model.task == "detection":
-            return detection_request(valid, wanted)
-        return region_request(valid, wanted)
+        return adapter.valid_request(valid, wanted)
 
     async def explain(
         self,
@@ -240,10 +241,11 @@ class Service:
         return f"still queued at the {deadline}: the service is busy, retry later"
 
     def _keeps_passes(self, model: ServedModel) -> bool:
-        """Whether the worker keeps the passes of ``model``'s images (a classifier's only), so
+        """Whether the worker keeps the passes of ``model``'s images (its kind's adapter says), so
         that a job needs its pixels' digest."""
         passes = self.worker.passes
-        return passes is not None and passes.enabled and model.task == "classification"
+        keeps = task_adapter(model.task).keeps_passes
+        return passes is not None and passes.enabled and keeps
 
     def _check_score_cam_cost(
         self,

@@ -1,6 +1,6 @@
-"""The request options that belong to one kind of model: checked against the served model's
-task before any byte of the image is read, so a classifier's option on a detector (or the
-reverse) is a 422 that says which models take it."""
+"""The request options that belong to one kind of model, for the task adapters
+(``serving.tasks``) to check before any byte of the image is read: a classifier's option on a
+detector (or the reverse) is a 422 that says which models take it."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ __all__ = [
     "DEFAULT_SCORE_THRESHOLD",
     "MAX_DETECTIONS",
     "check_box_inside",
-    "check_task_options",
     "detection_request",
+    "refuse_classifier_options",
+    "refuse_detector_options",
     "region_request",
 ]
 
@@ -36,24 +37,28 @@ DETECTOR_OPTIONS = ("score_threshold", "max_detections", "box")
 CLASSIFIER_OPTIONS = ("top_k", "predictions")
 
 
-def check_task_options(model: ServedModel, wanted: ExplainRequest) -> None:
-    """Refuse the options the model's task has no use for, naming the task that takes them."""
-    if model.task == "detection":
-        given = [name for name in CLASSIFIER_OPTIONS if _given(wanted, name)]
-        if given:
-            raise ExplanationError(
-                f"{', '.join(given)} applies to classifiers and segmenters; model "
-                f"{model.name!r} is a detector: it lists its detections above score_threshold "
-                "and explains the first max_detections of them (or the box a request names)"
-            )
-        return
+def refuse_classifier_options(model: ServedModel, wanted: ExplainRequest) -> None:
+    """A detector's refusal of the options that choose classes (``top_k``, ``predictions``)."""
+    given = [name for name in CLASSIFIER_OPTIONS if _given(wanted, name)]
+    if given:
+        raise ExplanationError(
+            f"{', '.join(given)} applies to classifiers and segmenters; model "
+            f"{model.name!r} is a detector: it lists its detections above score_threshold "
+            "and explains the first max_detections of them (or the box a request names)"
+        )
+
+
+def refuse_detector_options(
+    model: ServedModel, wanted: ExplainRequest, noun: str, *, takes_box: bool
+) -> None:
+    """A classifier's or segmenter's (``noun``) refusal of a detector's options; a segmenter
+    takes a box (the region its classes are scored over)."""
     given = [name for name in DETECTOR_OPTIONS if getattr(wanted, name) is not None]
-    if model.task == "segmentation":  # a segmenter explains a class over a named region
+    if takes_box:
         given = [name for name in given if name != "box"]
     if given:
         raise ExplanationError(
-            f"{', '.join(given)} applies to detectors; model {model.name!r} is a "
-            f"{'segmenter' if model.task == 'segmentation' else 'classifier'}"
+            f"{', '.join(given)} applies to detectors; model {model.name!r} is a {noun}"
         )
 
 

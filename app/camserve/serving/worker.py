@@ -38,7 +38,6 @@ from typing import TypeVar
 
 from torch import set_num_threads
 
-from camserve.engine.engine import CamEngine
 from camserve.engine.images.render import RenderOptions
 from camserve.serving.batch_dispatch import explain_batch
 from camserve.serving.errors import DeadlineExceededError
@@ -57,8 +56,8 @@ from camserve.serving.live_versions import Explainer, LiveVersion, VersionTable,
 from camserve.serving.pass_store import PassStore
 from camserve.serving.prometheus import Metrics
 from camserve.serving.queue_slots import QueueSlots
-from camserve.serving.segmenter_jobs import is_segmenter
 from camserve.serving.slices import Pause, Slicer
+from camserve.serving.tasks.lookup import explainer_adapter
 from camserve.serving.version_announcer import VersionAnnouncer
 
 __all__ = [
@@ -379,12 +378,14 @@ class BatchingWorker(QueueSlots):
         ]
 
     def _slicer(self, engine: Explainer, key: BatchKey) -> Slicer | None:
-        """The slicer of a long batch (a classifier's Score-CAM, when slices are on)."""
-        if not (self.slice_s > 0 and key.score_cam and isinstance(engine, CamEngine)):
+        """The slicer of a long batch (Score-CAM, when slices are on and the model's kind
+        can put its batch aside between slices)."""
+        if not (self.slice_s > 0 and key.score_cam):
             return None
-        if is_segmenter(engine):  # its masked passes keep per-batch state in the model
+        pause = explainer_adapter(engine).slice_pause(engine)
+        if pause is None:
             return None
-        return Slicer(self.slice_s, engine.masked_passes.paused, self._short_batch_between_slices)
+        return Slicer(self.slice_s, pause, self._short_batch_between_slices)
 
     def _version_for(self, key: BatchKey) -> LiveVersion:
         with self._condition:

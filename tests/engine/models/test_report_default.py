@@ -21,7 +21,8 @@ from camserve.quality.audit.files import audit_json
 from camserve.quality.audit.run import AuditSettings, run_audit
 from camserve.quality.audit.subjects import audited
 from camserve.quality.datasets import samples_from_folder
-from camserve.serving.served_models import load_classifier
+from camserve.serving.tasks.classifier import load_classifier
+from camserve.serving.tasks.interface import Placement
 from tests.support import SHIPPED_MODELS
 
 SAMPLES = (
@@ -84,10 +85,8 @@ def test_a_manifest_without_method_or_layer_serves_the_reports_choice(report: Pa
     loaded = load_model(load_manifest(_manifest(report)))
     assert default_explanation(loaded) == (best.method, best.layer)
     assert all(row.road <= best.road or not row.passed for row in rows)
-    _engine, served = load_classifier(
-        load_manifest(_manifest(report)), device=torch.device("cpu"), autocast=None,
-        score_cam_batch_size=64,
-    )  # fmt: skip
+    placement = Placement(torch.device("cpu"), None, score_cam_batch_size=64)
+    _engine, served = load_classifier(load_manifest(_manifest(report)), placement)
     assert (served.method, served.layer) == (best.method, best.layer)
 
 

@@ -19,6 +19,7 @@ Default layers:
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,9 @@ class LoadedDenseModel:
     """The layers worth offering (``GET /v1/models``): a detector's pyramid and each level, a
     segmenter's shallow modules that output a map once per pass."""
     method: str | None = None
+    fusion_layers: tuple[str, ...] = ()
+    """None: fusion (a classifier's ``fused`` layer) is not offered for a dense model."""
+    fusion_augment: tuple[str, ...] = ()
 
 
 def load_dense_model(spec: ModelSpec) -> LoadedDenseModel:
@@ -125,7 +129,8 @@ def _load(spec: ModelSpec) -> LoadedDenseModel:
             "camserve does not serve them yet (issue 55)"
         )
     task = spec.task
-    if task == "classification" or spec.architecture not in FAMILIES[task]:
+    kind = _KINDS.get(task)
+    if kind is None or spec.architecture not in FAMILIES[task]:
         choices = ", ".join(FAMILIES.get(task, ()))
         raise UnknownArchitectureError(
             f"model {spec.name!r}: {spec.architecture!r} is not a {task} model camserve knows; "
@@ -140,7 +145,7 @@ def _load(spec: ModelSpec) -> LoadedDenseModel:
             "(the first is the background)"
         )
     state = source.load_state()
-    built = _built(spec, source, len(labels), state)
+    built = _built(spec, source, len(labels), state, kind.build_options(spec, state))
     if state is not None:
         apply_state_dict(
             built,
@@ -148,13 +153,12 @@ def _load(spec: ModelSpec) -> LoadedDenseModel:
             source.description,
         )
     built.eval().requires_grad_(False)  # frozen once: gradients stop at the explained layer
-    module = SegmentationScores(built) if task == "segmentation" else built
-    preprocessing = _preprocessing(spec)
-    candidates = _candidate_layers(task, module, preprocessing)
-    layer = spec.layer or default_dense_layer(task, built)
-    if layer not in candidates and (
-        task == "detection" or layer not in dict(module.named_modules())
-    ):
+    module = kind.wrap(built)
+    preprocessing = kind.preprocessing(spec)
+    with torch.no_grad():
+        candidates = kind.candidate_layers(module, preprocessing)
+    layer = spec.layer or kind.default_layer(built)
+    if layer not in candidates and not kind.any_module_layer(layer, module):
         raise UnknownLayerError(
             f"model {spec.name!r}: unknown layer {layer!r}; candidates: {', '.join(candidates)}"
         )
@@ -188,18 +192,20 @@ def published_categories(architecture: str, source: WeightsSource) -> list[str]:
 
 
 def _built(
-    spec: ModelSpec, source: WeightsSource, num_classes: int, state: dict[str, Any] | None
+    spec: ModelSpec,
+    source: WeightsSource,
+    num_classes: int,
+    state: dict[str, Any] | None,
+    own_options: dict[str, Any],
 ) -> nn.Module:
-    """The bare architecture; random weights seeded from the model's name, like classifiers."""
+    """The bare architecture (with its kind's ``own_options``); random weights seeded from the
+    model's name, like classifiers."""
     options: dict[str, Any] = {
         "weights": None,
         "weights_backbone": None,
         "num_classes": num_classes,
+        **own_options,
     }
-    if spec.task == "segmentation" and not spec.architecture.startswith("lraspp"):
-        options["aux_loss"] = state is not None and any(
-            key.startswith("aux_classifier.") for key in state
-        )
     if spec.min_size is not None:
         options["min_size"] = spec.min_size
     if spec.max_size is not None:
@@ -225,10 +231,13 @@ def _build(architecture: str, options: dict[str, Any]) -> nn.Module:
     return own(**options)
 
 
-def default_dense_layer(task: Task, module: nn.Module) -> str:
-    """``backbone`` for a detector; the backbone's last stage for a segmenter."""
-    if task == "detection":
-        return PYRAMID_LAYER
+def _detector_layer(module: nn.Module) -> str:
+    """``backbone``: the feature pyramid the heads read."""
+    return PYRAMID_LAYER
+
+
+def _segmenter_layer(module: nn.Module) -> str:
+    """The backbone's last stage, the map the segmentation head reads."""
     backbone = getattr(module, "backbone", None)
     names = (
         [name for name, _ in backbone.named_children()] if isinstance(backbone, nn.Module) else []
@@ -238,20 +247,62 @@ def default_dense_layer(task: Task, module: nn.Module) -> str:
     return f"backbone.{names[-1]}"
 
 
-def _candidate_layers(task: Task, module: nn.Module, preprocessing: Preprocessing) -> list[str]:
-    """From one pass on a blank input: the pyramid's levels, or the segmenter's map layers."""
-    with torch.no_grad():
-        if task == "detection":
-            detector: Any = module
-            levels = detector.backbone(torch.zeros(1, 3, 128, 128))
-            keys = list(levels) if isinstance(levels, dict) else ["0"]
-            return [PYRAMID_LAYER, *(f"{PYRAMID_LAYER}[{key}]" for key in keys)]
-        return find_candidate_layers(module, torch.zeros(1, 3, *preprocessing.input_size))
+def _pyramid_layers(module: nn.Module, preprocessing: Preprocessing) -> list[str]:
+    """From one pass on a blank input: the pyramid and each of its levels."""
+    detector: Any = module
+    levels = detector.backbone(torch.zeros(1, 3, 128, 128))
+    keys = list(levels) if isinstance(levels, dict) else ["0"]
+    return [PYRAMID_LAYER, *(f"{PYRAMID_LAYER}[{key}]" for key in keys)]
 
 
-def _preprocessing(spec: ModelSpec) -> Preprocessing:
-    """A segmenter's input (520 x 520 unless the manifest says); a detector resizes and
-    normalises inside itself, so only its mean and std are recorded here."""
-    if spec.task == "segmentation" and spec.input_size is None:
+def _map_layers(module: nn.Module, preprocessing: Preprocessing) -> list[str]:
+    """From one pass on a blank input: the segmenter's layers that output a map."""
+    return find_candidate_layers(module, torch.zeros(1, 3, *preprocessing.input_size))
+
+
+def _segmenter_preprocessing(spec: ModelSpec) -> Preprocessing:
+    """A segmenter's input: 520 x 520 unless the manifest says."""
+    if spec.input_size is None:
         return spec.model_copy(update={"input_size": SEGMENTER_INPUT}).preprocessing()
     return spec.preprocessing()
+
+
+def _aux_loss(spec: ModelSpec, state: dict[str, Any] | None) -> dict[str, Any]:
+    """A segmenter's auxiliary head, built when its checkpoint has one (LR-ASPP has none)."""
+    if spec.architecture.startswith("lraspp"):
+        return {}
+    return {"aux_loss": state is not None and any(k.startswith("aux_classifier.") for k in state)}
+
+
+@dataclass(frozen=True)
+class _DenseKind:
+    """How one kind of dense model is built: what wraps it, its default and candidate layers,
+    its input, its own build options, and whether any module of it may be explained."""
+
+    wrap: Callable[[nn.Module], nn.Module]
+    default_layer: Callable[[nn.Module], str]
+    candidate_layers: Callable[[nn.Module, Preprocessing], list[str]]
+    preprocessing: Callable[[ModelSpec], Preprocessing]
+    build_options: Callable[[ModelSpec, dict[str, Any] | None], dict[str, Any]]
+    any_module_layer: Callable[[str, nn.Module], bool]
+
+
+_KINDS: dict[Task, _DenseKind] = {
+    "detection": _DenseKind(
+        wrap=lambda built: built,
+        default_layer=_detector_layer,
+        candidate_layers=_pyramid_layers,
+        preprocessing=lambda spec: spec.preprocessing(),  # it resizes and normalises itself
+        build_options=lambda spec, state: {},
+        any_module_layer=lambda layer, module: False,  # its maps are the pyramid's levels
+    ),
+    "segmentation": _DenseKind(
+        wrap=SegmentationScores,
+        default_layer=_segmenter_layer,
+        candidate_layers=_map_layers,
+        preprocessing=_segmenter_preprocessing,
+        build_options=_aux_loss,
+        any_module_layer=lambda layer, module: layer in dict(module.named_modules()),
+    ),
+}
+"""Each dense kind's way of building, found by the manifest's task."""

@@ -231,6 +231,7 @@ def _load_torchvision(spec: ModelSpec) -> LoadedModel:
 
 
 def _require_classifier(spec: ModelSpec) -> None:
+    # kind check: the engine, below the adapters, refuses to build a dense manifest as a classifier
     if spec.task != "classification":
         raise ManifestError(
             f"model {spec.name!r}: task {spec.task!r} models load with "

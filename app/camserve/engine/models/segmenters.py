@@ -87,6 +87,7 @@ class SegmentationScores(nn.Module):
 def keeping_last_scores(model: nn.Module) -> Iterator[None]:
     """Passes inside leave a segmenter's ``last_scores`` as they were (a probe on other inputs
     must not replace the scores of the images just explained); other models are untouched."""
+    # kind check: the engine's probes run on any model; only a segmenter keeps per-pass state
     if not isinstance(model, SegmentationScores):
         yield
         return
@@ -98,10 +99,12 @@ def keeping_last_scores(model: nn.Module) -> Iterator[None]:
 
 
 @contextmanager
-def explaining_regions(model: nn.Module, regions: Sequence[Tensor | None] | None) -> Iterator[None]:
-    """Within the block, ``model`` (a ``SegmentationScores``) scores each image's classes over
-    its region (where one is given); any other model, or no region at all, is left alone."""
-    if not isinstance(model, SegmentationScores) or not regions or all(r is None for r in regions):
+def explaining_regions(
+    model: SegmentationScores, regions: Sequence[Tensor | None] | None
+) -> Iterator[None]:
+    """Within the block, the segmenter ``model`` scores each image's classes over its region
+    (where one is given); with no region at all, it is left alone."""
+    if not regions or all(r is None for r in regions):
         yield
         return
     model.regions = list(regions)
@@ -129,6 +132,7 @@ def area_ranking(model: nn.Module, logits: Tensor) -> Tensor | None:
     last pass predicted for each class, the largest first, the background after the other
     classes it predicted (``background_last``); ``None`` for any other model (its logits rank
     its classes)."""
+    # kind check: the engine ranks any model's classes; a segmenter's by its last pass's areas
     if isinstance(model, SegmentationScores) and model.last_scores is not None:
         areas = class_areas(model.last_scores)
         if areas.shape == logits.shape:

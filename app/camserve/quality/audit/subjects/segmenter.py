@@ -32,6 +32,7 @@ from camserve.engine.models.segmenters import (
 from camserve.quality.audit.randomisation import cascade_units
 from camserve.quality.audit.subjects.base import Pair, PassRunner, Scoring
 from camserve.quality.audit.subjects.classifier import ClassifierSubject, engine_like
+from camserve.serving.tasks.segmenter import segmenter_scores
 
 __all__ = ["SegmenterSubject"]
 
@@ -72,9 +73,7 @@ class SegmenterSubject(ClassifierSubject):
 
     @property
     def segmenter(self) -> SegmentationScores:
-        model = self.engine.model
-        assert isinstance(model, SegmentationScores)
-        return model
+        return segmenter_scores(self.engine)
 
     def candidate_layers(self) -> list[str]:
         """The default layer and the backbone's last stage (the map the head reads)."""
@@ -91,7 +90,7 @@ class SegmenterSubject(ClassifierSubject):
     def maps(
         self, inputs: Tensor, targets: Tensor, methods: Sequence[str], layers: Sequence[str]
     ) -> tuple[dict[Pair, Tensor], dict[Pair, str]]:
-        with explaining_regions(self.model, list(self._target_pixels(inputs, targets))):
+        with explaining_regions(self.segmenter, list(self._target_pixels(inputs, targets))):
             return super().maps(inputs, targets, methods, layers)
 
     def scoring(self, inputs: Tensor, targets: Tensor, passes: PassRunner) -> Scoring:
