@@ -14,8 +14,10 @@ interleave.
 The queue is shared fairly between callers (``fair_queue.py``: one FIFO each, batches filled in
 turn, a bound per caller). A long batch (Score-CAM) runs in slices of about ``slice_s``: between
 two slices the worker runs one waiting short batch, on this thread (``slices.py``). With no job
-queued it runs low-priority units (``run_when_idle``, ``idle_work.py``: a background report's
-passes, a few images each), so that a job queued meanwhile waits for one unit at most.
+queued or running, and ``idle_quiet_s`` after the last batch, it runs low-priority units
+(``run_when_idle``, ``idle_work.py``: a background report's passes, a few images each): never
+between two requests of a client that sends them one after the other, nor between a long
+batch's slices, and a job queued meanwhile waits for one unit at most.
 
 Each model has one current version (a ``LiveVersion``: its engine and what the API knows of it).
 A job is pinned to a version when it is queued: the one its request was validated against while
@@ -42,7 +44,7 @@ from camserve.engine.images.render import RenderOptions
 from camserve.serving.batch_dispatch import explain_batch
 from camserve.serving.errors import DeadlineExceededError
 from camserve.serving.fair_queue import FairQueue
-from camserve.serving.idle_work import IdleUnit, IdleWork
+from camserve.serving.idle_work import QUIET_S, IdleUnit, IdleWork
 from camserve.serving.jobs import (
     PREDICTIONS,
     BatchAbandonedError,
@@ -96,10 +98,12 @@ class BatchingWorker(QueueSlots):
         slice_s: float = 0.0,
         queue_per_caller: int | None = None,
         fair_shares: bool = True,
+        idle_quiet_s: float = QUIET_S,
     ) -> None:
         """``slice_s``: a long batch's slice (0: long batches run whole); ``queue_per_caller``:
         the slots one caller may hold (``None`` or 0: the whole queue); without
-        ``fair_shares`` one FIFO serves everyone and only ``queue_size`` bounds it."""
+        ``fair_shares`` one FIFO serves everyone and only ``queue_size`` bounds it;
+        ``idle_quiet_s``: the idle time after a batch before a low-priority unit starts."""
         self.max_batch_size = max_batch_size
         self.passes = passes
         """The passes kept per image, for later questions about it (``None``: none kept)."""
@@ -121,7 +125,7 @@ class BatchingWorker(QueueSlots):
         self._thread = threading.Thread(target=self._run, name="camserve-worker", daemon=True)
         self.batch_seconds = 0.0
         """Exponential moving average of a batch's duration, for Retry-After estimates."""
-        self._idle_work = IdleWork()
+        self._idle_work = IdleWork(idle_quiet_s)
         self.version_announcer = VersionAnnouncer()
         """Tells its observer of every version made current (at start and later) and removal."""
 
@@ -181,8 +185,9 @@ class BatchingWorker(QueueSlots):
 
     def run_when_idle(self, work: Callable[[], T]) -> Future[T]:
         """Run ``work`` (one small unit: a pass of a few images) on the worker's thread once no
-        job is queued; its result or error comes in the future, which is cancelled if the
-        worker stops first. A job queued meanwhile waits for the unit under way, no more."""
+        job is queued and none ran for ``idle_quiet_s``; its result or error comes in the
+        future, which is cancelled if the worker stops first. A job queued meanwhile waits for
+        the unit under way, no more."""
         with self._condition:
             done = self._idle_work.add(work, refused=self._stopping)
             self._condition.notify_all()
@@ -250,8 +255,9 @@ class BatchingWorker(QueueSlots):
             self.version_announcer.installed(name, live)
 
     def _after_batch(self) -> None:
-        """Drop the versions that only the finished batch still needed."""
+        """Drop the versions that only the finished batch still needed; idle work waits."""
         with self._condition:
+            self._idle_work.batch_ended(time.monotonic())
             self._versions.running = None
             dropped = self._versions.drop_unpinned(self._queue)
         free_memory(dropped)
@@ -259,16 +265,17 @@ class BatchingWorker(QueueSlots):
     def _next_batch(self) -> list[Job] | IdleUnit | None:
         """The oldest job plus compatible ones, once the batch is full or its wait is over; a
         job that arrived while the worker was idle, with nothing else queued, starts at once.
-        With no job queued, a unit of idle work, if one waits."""
+        With no job queued, a unit of idle work, if one waits and may start."""
         with self._condition:
             if not self._queue:
                 self._idle_since = time.monotonic()
             while not self._queue:
                 if self._stopping:
                     return None
-                if (unit := self._idle_work.take()) is not None:
+                now = time.monotonic()
+                if (unit := self._idle_work.take(now)) is not None:
                     return unit
-                self._condition.wait()
+                self._condition.wait(self._idle_work.wait_s(now))
             first = self._queue.first()
             assert first is not None
             lone = len(self._queue) == 1 and first.enqueued_at >= self._idle_since

@@ -4,8 +4,9 @@
 engines belong to its batching worker, which serialises every pass; there the report hands each
 pass to the worker as a small unit of low-priority work
 (``camserve.quality.served.worker_passes``), so
-that requests keep being answered while a report is computed. Everything else the report does
-(imputation, rank correlations, SSIM) runs on the caller's thread.
+that requests keep being answered while a report is computed. ROAD's imputations (a sparse solve
+each) go through ``run`` too; everything else the report does (rank correlations, SSIM) runs on
+the caller's thread.
 """
 
 from __future__ import annotations

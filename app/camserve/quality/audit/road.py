@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +32,12 @@ fraction of the cost of removing more (the imputation's solve grows with the pix
 
 ProbabilityFn = Callable[[Tensor], Tensor]
 """A batch of model inputs (N, C, H, W) to class probabilities (N, classes)."""
+Runner = Callable[[Callable[[], Tensor]], Tensor]
+"""Runs one imputation and gives its image."""
+
+
+def _at_once(work: Callable[[], Tensor]) -> Tensor:
+    return work()
 
 
 @dataclass(frozen=True)
@@ -53,18 +60,21 @@ class RoadScores:
 
 class ImputationCache:
     """Imputed images by (image, mask): maps of several methods often remove the same pixels
-    (CAM and Grad-CAM rank them alike under a linear head), and each such image is made once."""
+    (CAM and Grad-CAM rank them alike under a linear head), and each such image is made once,
+    by ``run`` (the report's ``Passes.run``: a served report's solves are the worker's
+    low-priority units, like its passes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, run: Runner | None = None) -> None:
         self._images: dict[tuple[int, bytes], Tensor] = {}
+        self._run: Runner = run or _at_once
 
     def imputed(
         self, key: int, image: Tensor, removed: npt.NDArray[np.bool_], generator: torch.Generator
     ) -> Tensor:
         digest = hashlib.sha1(np.packbits(removed).tobytes()).digest()
         if (key, digest) not in self._images:
-            self._images[(key, digest)] = impute(
-                image, torch.from_numpy(removed), generator=generator
+            self._images[(key, digest)] = self._run(
+                partial(impute, image, torch.from_numpy(removed), generator=generator)
             )
         return self._images[(key, digest)]
 

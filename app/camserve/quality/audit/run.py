@@ -124,7 +124,7 @@ def run_audit(
     )
     audit.seconds["sanity"] = time.perf_counter() - mark
     mark = time.perf_counter()
-    cache = ImputationCache()
+    cache = ImputationCache(passes.run)
     scores_of, columns = subject.scoring(inputs, targets, passes)
     for curve in curves:
         pair = (curve.method, curve.layer)

@@ -43,6 +43,7 @@ from camserve.quality.served.states import ReportState, VersionReport
 from camserve.quality.served.store import ReportStore, default_report_dir
 from camserve.quality.served.worker_passes import ReportCancelledError, WorkerPasses
 from camserve.serving.errors import ReportsOffError
+from camserve.serving.idle_work import lower_this_thread
 from camserve.serving.live_versions import LiveVersion
 from camserve.serving.prometheus import Metrics
 from camserve.serving.served_model import ServedModel
@@ -149,6 +150,7 @@ class ExplanationReports:
 
     def _run(self) -> None:
         set_num_threads(1)  # imputation and ranks beside the worker: one core, no more
+        lower_this_thread()  # and only what the requests leave of it
         while (job := self._next_job()) is not None:
             try:
                 self._compute(job)

@@ -2,9 +2,10 @@
 
 Every pass of the report (the trained and randomised models' maps, the scores ROAD and the
 deletion curves ask for) goes to ``BatchingWorker.run_when_idle`` in units of at most
-``unit_images`` images, and the report's thread waits for each. The worker's thread runs a unit
-only while no request is queued, so a request waits for at most the unit under way; and since
-that thread runs every pass, the report's hooks never meet a request's.
+``unit_images`` images (ROAD's imputations too, one each), and the report's thread waits for
+each. The worker's thread runs a unit only once it has had no request for a moment
+(``idle_work.QUIET_S``), so a request waits for at most the unit under way; and since that thread
+runs every pass, the report's hooks never meet a request's.
 """
 
 from __future__ import annotations
