@@ -18,12 +18,14 @@ from typing import Any
 from torch import nn
 
 from camserve.engine.errors import ManifestError
+from camserve.engine.models.manifest import ModelSpec
 from camserve.engine.models.sources import require_extra
 
 __all__ = [
     "QUERY_SCORES",
     "HfDetector",
     "HfDetectorFolder",
+    "detector_folder",
     "load_hf_detector",
 ]
 
@@ -65,6 +67,20 @@ class HfDetectorFolder:
             if self._detector is None:
                 self._detector = load_hf_detector(self.folder)
             return self._detector
+
+
+def detector_folder(spec: ModelSpec) -> HfDetectorFolder:
+    """The detector of a ``source = "huggingface"`` manifest, whose ``architecture`` names its
+    ``save_pretrained`` folder (relative to the manifest's folder); nothing is read yet. A
+    detector is never fetched from the Hub: the folder must exist."""
+    folder = spec.resolve_path(spec.architecture)
+    if not folder.is_dir():
+        raise ManifestError(
+            f"model {spec.name!r}: the Hugging Face detector folder {folder} does not exist; "
+            "point 'architecture' at the folder that save_pretrained wrote (config.json and "
+            "the weights, with preprocessor_config.json if the image processor was saved)"
+        )
+    return HfDetectorFolder(folder)
 
 
 def load_hf_detector(folder: Path) -> HfDetector:
