@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from torch import Tensor
 from transformers import (
     DetrConfig,
     DetrForObjectDetection,
@@ -17,6 +18,8 @@ from transformers import (
     RTDetrImageProcessor,
     RTDetrResNetConfig,
 )
+
+from camserve.engine.models.sources.hf_detectors import HfDetector
 
 DETECTOR_LABELS = ["circle", "square", "triangle"]
 SMALL_BACKBONE = {
@@ -84,3 +87,20 @@ def save_tiny_detr(folder: Path) -> Path:
     model.save_pretrained(folder)
     DetrImageProcessor(size={"shortest_edge": 128, "longest_edge": 192}).save_pretrained(folder)
     return folder
+
+
+def naive_grad_cam(detector: HfDetector, image: Tensor, query: int, label: int) -> Tensor:
+    """Grad-CAM of one query's class logit from scratch: a hook keeps the layer's output, one
+    full backward of the logit, the channels weighted by their mean gradients."""
+    layer = dict(detector.module.named_modules())[detector.default_layer]
+    kept: list[Tensor] = []
+    handle = layer.register_forward_hook(lambda _m, _i, output: kept.append(output))
+    batch = detector.processor(images=[image], return_tensors="pt", do_rescale=False)
+    inputs = {key: value for key, value in batch.items() if key in {"pixel_values", "pixel_mask"}}
+    try:
+        logits = detector.module(**inputs).logits
+    finally:
+        handle.remove()
+    (gradient,) = torch.autograd.grad(logits[0, query, label], kept[0])
+    weights = gradient[0].mean(dim=(1, 2))
+    return (weights[:, None, None] * kept[0][0].detach()).sum(dim=0)

@@ -37,6 +37,8 @@ from camserve.engine.images.resize_policy import Placement, place_maps
 from camserve.engine.methods import CamMethod, MethodContext, get_method
 from camserve.engine.models.dense import PYRAMID_LAYER
 from camserve.engine.models.detector_pass import DetectorPass, box_score_gradients, run_detector
+from camserve.engine.models.query_detector_pass import query_logit_gradients, run_query_detector
+from camserve.engine.models.sources.hf_detectors import HfDetector
 from camserve.engine.targets import class_index
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "detection_layers",
     "detector_methods_named",
     "explain_detections",
+    "explain_query_detections",
     "given_box",
     "logits_refusal",
     "parse_box",
@@ -195,6 +198,50 @@ def explain_detections(
     return [answer for answer in answers if answer is not None]
 
 
+def explain_query_detections(
+    detector: HfDetector,
+    images: Sequence[Tensor],
+    methods: Sequence[str],
+    layer: str | None = None,
+    *,
+    max_detections: int = DEFAULT_MAX_DETECTIONS,
+    score_threshold: float = DEFAULT_SCORE_THRESHOLD,
+) -> list[DetectionMaps]:
+    """Detections and maps of a query detector (RT-DETR, DETR): each image's pass keeps the
+    detections above ``score_threshold`` and explains the first ``max_detections``, each by
+    its query's class logit, at ``layer`` (the backbone's last stage by default). One pass per
+    image: DETR's processor pads a batch, and padding would change an image's detections."""
+    chosen = detector_methods_named(methods)
+    layer = layer or detector.default_layer
+    answers = []
+    for image in images:
+        run = run_query_detector(detector, [image], layer, score_threshold)
+        found = run.detections[0]
+        queries, labels = found.rows[:max_detections], found.labels[:max_detections]
+        activations = run.features[layer][0].detach().float()
+        targets, gradients = torch.zeros(len(labels)), None
+        if any(method.needs_gradients for method in chosen):
+            targets, by_layer = query_logit_gradients(run, 0, queries, labels)
+            gradients = by_layer[layer].float()
+        context = _context(layer, activations, gradients, labels)
+        raw = {
+            (layer, method.name): _method_maps(method, context, len(labels)) for method in chosen
+        }
+        placement = Placement(run.original_sizes[0], run.canvas, run.image_sizes[0], (0, 0))
+        boxes = found.boxes[:max_detections]
+        answers.append(
+            DetectionMaps(
+                found.boxes, found.labels, found.scores, boxes, labels, targets, raw, placement
+            )
+        )
+    return answers
+
+
+def _method_maps(method: CamMethod, context: MethodContext, count: int) -> Tensor:
+    maps = method.compute(context)[0]
+    return maps.expand(count, -1, -1) if method.class_agnostic else maps
+
+
 def _same_size_groups(images: Sequence[Tensor]) -> list[list[int]]:
     groups: dict[tuple[int, ...], list[int]] = {}
     for index, image in enumerate(images):
@@ -230,10 +277,7 @@ def _explain_one(
         stacked = None if gradients is None else _gradient_view(levels, gradients, layer).float()
         context = _context(layer, activations, stacked, labels)
         for method in methods:
-            maps = method.compute(context)[0]
-            raw[(layer, method.name)] = (
-                maps.expand(len(boxes), -1, -1) if method.class_agnostic else maps
-            )
+            raw[(layer, method.name)] = _method_maps(method, context, len(boxes))
     placement = Placement(run.original_sizes[image], run.canvas, run.image_sizes[image], (0, 0))
     return DetectionMaps(
         found.boxes, found.labels, found.scores, boxes, labels, targets, raw, placement

@@ -14,7 +14,7 @@ from camserve.engine.errors import UnknownLayerError
 from camserve.engine.methods import MethodContext, get_method
 from camserve.engine.models.query_detector_pass import query_logit_gradients, run_query_detector
 from camserve.engine.models.sources.hf_detectors import HfDetector, load_hf_detector
-from tests.engine.query_detector_models import save_tiny_detr, save_tiny_rt_detr
+from tests.engine.query_detector_models import naive_grad_cam, save_tiny_detr, save_tiny_rt_detr
 from tests.tolerances import FEW_OPS, NETWORK, assert_float32_close, assert_identical
 
 KEPT = 5
@@ -82,23 +82,6 @@ def test_each_detection_is_its_querys_class_logit(detector: HfDetector, image: T
     assert_float32_close(score, found.scores, rtol=FEW_OPS)  # other elements vectorised
     targets, _ = query_logit_gradients(run, 0, found.rows[:2], found.labels[:2])
     assert_identical(targets, logits[:2])
-
-
-def naive_grad_cam(detector: HfDetector, image: Tensor, query: int, label: int) -> Tensor:
-    """Grad-CAM of one query's class logit from scratch: a hook keeps the layer's output, one
-    full backward of the logit, the channels weighted by their mean gradients."""
-    layer = dict(detector.module.named_modules())[detector.default_layer]
-    kept: list[Tensor] = []
-    handle = layer.register_forward_hook(lambda _m, _i, output: kept.append(output))
-    batch = detector.processor(images=[image], return_tensors="pt", do_rescale=False)
-    inputs = {key: value for key, value in batch.items() if key in {"pixel_values", "pixel_mask"}}
-    try:
-        logits = detector.module(**inputs).logits
-    finally:
-        handle.remove()
-    (gradient,) = torch.autograd.grad(logits[0, query, label], kept[0])
-    weights = gradient[0].mean(dim=(1, 2))
-    return (weights[:, None, None] * kept[0][0].detach()).sum(dim=0)
 
 
 def camserve_grad_cam(detector: HfDetector, image: Tensor, count: int) -> tuple[Tensor, Tensor]:
