@@ -86,3 +86,24 @@ def test_a_layer_other_than_the_default_is_explained(detector: HfDetector, image
         detector, [image], ["gradcam"], max_detections=1, score_threshold=0.0
     )[0].raw_maps[(detector.default_layer, "gradcam")]
     assert (height, width) == (2 * deepest.shape[-2], 2 * deepest.shape[-1])
+
+
+def test_a_given_box_is_explained_by_the_detection_it_matches(
+    detector: HfDetector, image: Tensor
+) -> None:
+    (ranked,) = explain_query_detections(
+        detector, [image], ["gradcam"], max_detections=2, score_threshold=0.0
+    )
+    second = (ranked.boxes[1:2], ranked.labels[1:2])
+    wrong_class = (ranked.boxes[1:2], (ranked.labels[1:2] + 1) % len(detector.labels))
+    (answer,) = explain_query_detections(
+        detector, [image], ["gradcam"], score_threshold=0.0, given=[second]
+    )
+    (unmatched,) = explain_query_detections(
+        detector, [image], ["gradcam"], score_threshold=0.0, given=[wrong_class]
+    )
+    layer = (detector.default_layer, "gradcam")
+    assert_identical(answer.targets, ranked.targets[1:2])
+    assert_identical(answer.raw_maps[layer], ranked.raw_maps[layer][1:2])
+    assert unmatched.targets.tolist() == [0.0]
+    assert float(unmatched.raw_maps[layer].abs().max()) == 0.0

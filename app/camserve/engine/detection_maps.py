@@ -36,8 +36,18 @@ from camserve.engine.images.render import normalize_maps
 from camserve.engine.images.resize_policy import Placement, place_maps
 from camserve.engine.methods import CamMethod, MethodContext, get_method
 from camserve.engine.models.dense import PYRAMID_LAYER
-from camserve.engine.models.detector_pass import DetectorPass, box_score_gradients, run_detector
-from camserve.engine.models.query_detector_pass import query_logit_gradients, run_query_detector
+from camserve.engine.models.detector_pass import (
+    Detections,
+    DetectorPass,
+    box_score_gradients,
+    matching_detections,
+    run_detector,
+)
+from camserve.engine.models.query_detector_pass import (
+    QueryPass,
+    query_logit_gradients,
+    run_query_detector,
+)
 from camserve.engine.models.sources.hf_detectors import HfDetector
 from camserve.engine.targets import class_index
 
@@ -206,35 +216,65 @@ def explain_query_detections(
     *,
     max_detections: int = DEFAULT_MAX_DETECTIONS,
     score_threshold: float = DEFAULT_SCORE_THRESHOLD,
+    given: Sequence[tuple[Tensor, Tensor] | None] | None = None,
 ) -> list[DetectionMaps]:
     """Detections and maps of a query detector (RT-DETR, DETR): each image's pass keeps the
-    detections above ``score_threshold`` and explains the first ``max_detections``, each by
-    its query's class logit, at ``layer`` (the backbone's last stage by default). One pass per
-    image: DETR's processor pads a batch, and padding would change an image's detections."""
+    detections above ``score_threshold`` and explains the first ``max_detections``, or, where
+    ``given[i]`` is (boxes (K, 4) original pixels, labels (K,)), the detection each box matches
+    as ``matching_detections`` decides (no match: target 0, an empty map). A detection's target
+    is its query's class logit, at ``layer`` (the backbone's last stage by default). One pass
+    per image: DETR's processor pads a batch, and padding would change an image's detections."""
     chosen = detector_methods_named(methods)
     layer = layer or detector.default_layer
     answers = []
-    for image in images:
+    for index, image in enumerate(images):
         run = run_query_detector(detector, [image], layer, score_threshold)
-        found = run.detections[0]
-        queries, labels = found.rows[:max_detections], found.labels[:max_detections]
-        activations = run.features[layer][0].detach().float()
-        targets, gradients = torch.zeros(len(labels)), None
-        if any(method.needs_gradients for method in chosen):
-            targets, by_layer = query_logit_gradients(run, 0, queries, labels)
-            gradients = by_layer[layer].float()
-        context = _context(layer, activations, gradients, labels)
-        raw = {
-            (layer, method.name): _method_maps(method, context, len(labels)) for method in chosen
-        }
-        placement = Placement(run.original_sizes[0], run.canvas, run.image_sizes[0], (0, 0))
-        boxes = found.boxes[:max_detections]
-        answers.append(
-            DetectionMaps(
-                found.boxes, found.labels, found.scores, boxes, labels, targets, raw, placement
-            )
-        )
+        explain = max_detections if given is None else given[index] or max_detections
+        answers.append(_explain_queries(run, chosen, explain))
     return answers
+
+
+def _explain_queries(
+    run: QueryPass, methods: Sequence[CamMethod], explain: tuple[Tensor, Tensor] | int
+) -> DetectionMaps:
+    """Maps of the one image of ``run``: its first ``explain`` detections, or the given boxes."""
+    found = run.detections[0]
+    boxes, labels, queries, classes, valid = _query_targets(found, explain)
+    activations = run.features[run.layer][0].detach().float()
+    targets, gradients = torch.zeros(len(labels)), None
+    if any(method.needs_gradients for method in methods):
+        targets, by_layer = query_logit_gradients(run, 0, queries, classes)
+        targets = torch.where(valid, targets, torch.zeros_like(targets))
+        gradients = by_layer[run.layer].float() * valid[:, None, None, None]
+    context = _context(run.layer, activations, gradients, labels)
+    raw = {
+        (run.layer, method.name): _method_maps(method, context, len(labels)) for method in methods
+    }
+    placement = Placement(run.original_sizes[0], run.canvas, run.image_sizes[0], (0, 0))
+    return DetectionMaps(
+        found.boxes, found.labels, found.scores, boxes, labels, targets, raw, placement
+    )
+
+
+def _query_targets(
+    found: Detections, explain: tuple[Tensor, Tensor] | int
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The boxes and labels explained, the query and class of the detection each stands for,
+    and whether it stands for one (a given box that matches no detection does not)."""
+    if isinstance(explain, int):
+        boxes, labels = found.boxes[:explain], found.labels[:explain]
+        return (
+            boxes,
+            labels,
+            found.rows[:explain],
+            labels,
+            torch.ones(len(labels), dtype=torch.bool),
+        )
+    boxes, labels = explain
+    matched, valid = matching_detections(found.boxes, found.labels, boxes, labels)
+    if len(found.rows) == 0:  # nothing to match: query 0 stands in, its gradient zeroed
+        return boxes, labels, torch.zeros_like(matched), torch.zeros_like(matched), valid
+    return boxes, labels, found.rows[matched], found.labels[matched], valid
 
 
 def _method_maps(method: CamMethod, context: MethodContext, count: int) -> Tensor:
