@@ -8,8 +8,9 @@ processor's ``post_process_object_detection``, computed with its own operations 
 produced it. A detection's target is that query's class logit before the sigmoid or softmax:
 there is no NMS between the logit and the kept box, so the logit alone decides the detection.
 
-Several detections of one image share the pass: each is one backward from its own logit
-through the kept graph, the gradient a full backward of that logit alone gives.
+Several detections of one image share the pass and one batched backward through the kept graph
+(``is_grads_batched``: K one-hot output gradients under ``vmap``); each detection's gradient is
+the one a full backward of its logit alone gives (a test pins this).
 """
 
 from __future__ import annotations
@@ -144,14 +145,15 @@ def query_logit_gradients(
     run: QueryPass, image: int, queries: Tensor, labels: Tensor
 ) -> tuple[Tensor, OrderedDict[str, Tensor]]:
     """The class logit of each (query, label) of ``image``, (K,), and its gradient at the
-    pass's layer, (K, C, h, w): one backward per target through the pass's graph."""
+    pass's layer, (K, C, h, w): one batched backward through the pass's graph (``vmap`` over
+    K one-hot output gradients), each row what a backward of that logit alone gives."""
     leaf = run.features[run.layer]
-    gradients = []
-    for query, label in zip(queries.tolist(), labels.tolist(), strict=True):
-        logit = run.logits[image, query, label]
-        (gradient,) = torch.autograd.grad(logit, leaf, retain_graph=True)
-        gradients.append(gradient[image])
     targets = run.logits[image, queries, labels].detach()
-    shape = (0, *leaf.shape[1:])
-    stacked = torch.stack(gradients) if gradients else leaf.new_zeros(shape)
-    return targets, OrderedDict([(run.layer, stacked)])
+    if len(queries) == 0:
+        return targets, OrderedDict([(run.layer, leaf.new_zeros((0, *leaf.shape[1:])))])
+    picks = run.logits.detach().new_zeros((len(queries), *run.logits.shape))
+    picks[torch.arange(len(queries)), image, queries, labels] = 1.0
+    (gradients,) = torch.autograd.grad(
+        run.logits, leaf, picks, retain_graph=True, is_grads_batched=True
+    )
+    return targets, OrderedDict([(run.layer, gradients[:, image])])
