@@ -15,7 +15,7 @@ formulas to these activations and gradients; Eigen-CAM needs no gradient (class-
 map per image, shared by its detections). CAM and Score-CAM read a classifier's logits, which
 a detector has not: they get ``MethodNotApplicableError``.
 
-Ultralytics YOLO detectors (``explain_yolo``) are explained at the feature maps entering their
+Ultralytics YOLO detectors (``detections/yolo.py``) are explained at the feature maps entering their
 head, one layer per level (``head[0]``, the finest, ``head[1]``, ...), each detection by its
 anchor's class logit (``models/yolo_pass.py``), with the same methods; ``fusion.peak_fused``
 merges the levels as Ultralytics' own LayerCAM does.
@@ -41,9 +41,11 @@ from camserve.engine.images.render import normalize_maps
 from camserve.engine.images.resize_policy import Placement, place_maps
 from camserve.engine.methods import CamMethod, MethodContext, get_method
 from camserve.engine.models.dense import PYRAMID_LAYER
-from camserve.engine.models.detector_pass import DetectorPass, box_score_gradients, run_detector
-from camserve.engine.models.sources.ultralytics_source import YoloModel
-from camserve.engine.models.yolo_pass import YoloPass, logit_gradients
+from camserve.engine.models.detector_pass import (
+    DetectorPass,
+    box_score_gradients,
+    run_detector,
+)
 from camserve.engine.targets import class_index
 
 __all__ = [
@@ -51,18 +53,17 @@ __all__ = [
     "DEFAULT_SCORE_THRESHOLD",
     "DETECTOR_METHODS",
     "DetectionMaps",
-    "YoloMaps",
     "check_box_inside",
     "detection_layers",
     "detector_methods_named",
     "explain_detections",
-    "explain_yolo",
     "given_box",
     "logits_refusal",
+    "method_context",
+    "method_maps",
     "parse_box",
     "pyramid_view",
     "unknown_detector_layer",
-    "yolo_level",
 ]
 
 DEFAULT_SCORE_THRESHOLD = 0.5
@@ -205,6 +206,12 @@ def explain_detections(
     return [answer for answer in answers if answer is not None]
 
 
+def method_maps(method: CamMethod, context: MethodContext, count: int) -> Tensor:
+    """``method``'s maps of ``count`` detections (a class-agnostic map repeated for each)."""
+    maps = method.compute(context)[0]
+    return maps.expand(count, -1, -1) if method.class_agnostic else maps
+
+
 def _same_size_groups(images: Sequence[Tensor]) -> list[list[int]]:
     groups: dict[tuple[int, ...], list[int]] = {}
     for index, image in enumerate(images):
@@ -238,60 +245,19 @@ def _explain_one(
     for layer in layers:
         activations = pyramid_view(levels, layer)[0].float()
         stacked = None if gradients is None else _gradient_view(levels, gradients, layer).float()
-        context = _context(layer, activations, stacked, labels)
+        context = method_context(layer, activations, stacked, labels)
         for method in methods:
-            maps = method.compute(context)[0]
-            raw[(layer, method.name)] = (
-                maps.expand(len(boxes), -1, -1) if method.class_agnostic else maps
-            )
+            raw[(layer, method.name)] = method_maps(method, context, len(boxes))
     placement = Placement(run.original_sizes[image], run.canvas, run.image_sizes[image], (0, 0))
     return DetectionMaps(
         found.boxes, found.labels, found.scores, boxes, labels, targets, raw, placement
     )
 
 
-@dataclass(frozen=True)
-class YoloMaps:
-    """A YOLO image's explained detections: their targets and each method's maps per level."""
-
-    targets: Tensor
-    """(K,) each explained detection's class logit (zeros where no method needs gradients)."""
-    levels: dict[str, tuple[Tensor, ...]]
-    """Per method, (K, h_l, w_l) raw maps per level of the head's input, finest first."""
-
-
-def yolo_level(level: int) -> str:
-    return f"head[{level}]"
-
-
-def explain_yolo(
-    model: YoloModel, run: YoloPass, detections: Tensor, methods: Sequence[str]
-) -> YoloMaps:
-    """``methods``' maps of the detections of ``run`` at positions ``detections`` (K,)."""
-    chosen = detector_methods_named(methods)
-    labels = run.detections.labels[detections]
-    targets = torch.zeros(len(detections))
-    gradients: tuple[Tensor, ...] | None = None
-    if any(method.needs_gradients for method in chosen):
-        anchors = run.detections.anchors[detections]
-        targets, gradients = logit_gradients(model, run.inputs, labels, anchors)
-    levels: dict[str, tuple[Tensor, ...]] = {}
-    for method in chosen:
-        maps = []
-        for level, activations in enumerate(run.features):
-            given = gradients[level].float() if gradients and method.needs_gradients else None
-            context = _context(yolo_level(level), activations[0].float(), given, labels)
-            level_maps = method.compute(context)[0]
-            maps.append(
-                level_maps.expand(len(labels), -1, -1) if method.class_agnostic else level_maps
-            )
-        levels[method.name] = tuple(maps)
-    return YoloMaps(targets, levels)
-
-
-def _context(
+def method_context(
     layer: str, activations: Tensor, gradients: Tensor | None, labels: Tensor
 ) -> MethodContext:
+    """What a method reads for one image's detections at ``layer``: one map per label."""
     return MethodContext(
         layer=layer,
         activations=activations[None, None],

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from camserve.engine.detection_maps import explain_yolo
+from camserve.engine.detections.yolo import explain_yolo
 from camserve.engine.errors import ManifestError
 from camserve.engine.models.sources.ultralytics_source import (
     INSTALL_HINT,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from camserve.engine.detection_maps import explain_yolo
+from camserve.engine.detections.yolo import explain_yolo
 from camserve.engine.errors import MethodNotApplicableError
 from camserve.engine.fusion import peak_fused
 from camserve.engine.models.sources.ultralytics_source import load_yolo, logits_with_graph
