@@ -5,6 +5,8 @@ whose reports are off."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ from camserve.serving.prometheus import Metrics
 from camserve.serving.served_model import ServedModel
 from camserve.serving.worker import BatchingWorker
 from tests.serving.test_worker import make_worker, small_engine
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def served(version: str, task: str = "classification") -> ServedModel:
@@ -78,3 +82,32 @@ def test_reports_off_observe_nothing_and_answer_an_error(tmp_path: Path) -> None
     assert worker.version_announcer.observer is None
     with pytest.raises(ReportsOffError, match="CAMSERVE_AUDIT=false"):
         kept.report_of(served("v1"))
+
+
+THREAD_COUNT_AFTER_REPORTS = """
+import tempfile, torch
+from pathlib import Path
+from tests.quality.served.test_reports import reports
+torch.set_num_threads(2)
+kept, _worker = reports(Path(tempfile.mkdtemp()))
+kept.start()
+kept.stop(timeout=30)
+assert not kept._thread.is_alive()
+print(torch.get_num_threads())
+"""
+
+
+def test_the_reports_thread_leaves_the_process_thread_count_alone() -> None:
+    """torch's thread count is the whole process's: the reports' thread once set it to one, and
+    from then on every request's pass ran on one thread (issue 54: a Score-CAM 1.6 times as long
+    while a report computed). In a fresh process, as in a server: under pytest, whose main
+    thread has set the count itself, another thread's setting did not show."""
+    finished = subprocess.run(
+        [sys.executable, "-c", THREAD_COUNT_AFTER_REPORTS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert finished.stdout.split() == ["2"]
