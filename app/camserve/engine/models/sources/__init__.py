@@ -44,14 +44,18 @@ class SourceModel:
     """Where the weights came from, for people."""
 
 
-def require_extra(module: str, extra: str) -> ModuleType:
-    """Import ``module``, or fail with the ``pip install`` line of the extra that provides it."""
+def require_extra(
+    module: str, extra: str, *, package: str | None = None, install: str | None = None
+) -> ModuleType:
+    """Import ``module``, or fail naming ``package`` (``module`` itself unless given) and how to
+    install it: ``install``, or else the ``pip install`` line of the extra that provides it."""
     try:
         return importlib.import_module(module)
     except ImportError as error:
+        how = install or f"pip install 'camserve[{extra}]'"
         raise ManifestError(
-            f"source {extra!r} needs the optional package {module!r}, which is not installed: "
-            f"pip install 'camserve[{extra}]'"
+            f"source {extra!r} needs the optional package {package or module!r}, which is not "
+            f"installed: {how}"
         ) from error
 
 

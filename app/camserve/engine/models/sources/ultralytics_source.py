@@ -23,7 +23,6 @@ update checks, no run-time pip installs, its settings file under the temporary f
 
 from __future__ import annotations
 
-import importlib
 import os
 import tempfile
 from collections.abc import Sequence
@@ -38,6 +37,7 @@ from numpy.typing import NDArray
 from torch import Tensor, nn
 
 from camserve.engine.errors import ManifestError
+from camserve.engine.models.sources import require_extra
 
 if TYPE_CHECKING:
     from camserve.engine.models.manifest import ModelSpec
@@ -114,13 +114,7 @@ def import_ultralytics(module: str) -> ModuleType:
     for name, value in OFFLINE_SETTINGS.items():
         os.environ.setdefault(name, value)
     os.environ.setdefault("YOLO_CONFIG_DIR", str(Path(tempfile.gettempdir()) / CONFIG_FOLDER))
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        raise ManifestError(
-            f"source 'ultralytics' needs the optional package 'ultralytics', which is not "
-            f"installed: {INSTALL_HINT}"
-        ) from error
+    return require_extra(module, "ultralytics", package="ultralytics", install=INSTALL_HINT)
 
 
 def load_yolo(path: Path) -> YoloModel:
